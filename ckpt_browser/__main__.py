@@ -1,0 +1,5 @@
+import sys
+
+from ckpt_browser.cli import main
+
+sys.exit(main())

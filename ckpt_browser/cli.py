@@ -1,0 +1,106 @@
+"""Command line: `ckpt-browser [PATH]` opens the TUI; subcommands print reports.
+
+Imports stay light: the TUI (and Textual) load only when the TUI opens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ckpt_browser import __version__
+from ckpt_browser.errors import EXIT_BUG, EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, CheckpointError
+
+EXIT_CODES = """exit codes: 0 fine, 2 usage error or nothing readable at PATH,
+5 the checkpoint is damaged (error-level problems), 1 a bug in ckpt-browser"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ckpt-browser",
+        description="Look inside model and training checkpoints without loading them.",
+        epilog="With no subcommand, opens PATH (default: a bundled sample) in the terminal UI.\n"
+               + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"ckpt-browser {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    ins = sub.add_parser("inspect", help="summary of a checkpoint: files, tensors, totals, problems",
+                         epilog=EXIT_CODES)
+    ins.add_argument("path", metavar="PATH", nargs="?",
+                     help=".safetensors file, *.safetensors.index.json, or a folder")
+    ins.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
+    ui = sub.add_parser("browse", help="open PATH in the terminal UI (the default command)")
+    ui.add_argument("path", metavar="PATH", nargs="?")
+    return p
+
+
+def _split(argv: list[str]) -> list[str]:
+    """`ckpt-browser PATH` means `ckpt-browser browse PATH`."""
+    commands = {"inspect", "browse"}
+    if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
+        return ["browse", *argv]
+    return argv
+
+
+def _path(path: str | None) -> str:
+    if path:
+        return path
+    from ckpt_browser.samples import default_sample
+
+    return default_sample()
+
+
+def cmd_inspect(args) -> int:
+    from ckpt_browser.readers import load_checkpoint
+
+    ckpt = load_checkpoint(_path(args.path))
+    if args.json:
+        from ckpt_browser.report.json_report import inspect_doc
+
+        sys.stdout.write(json.dumps(inspect_doc(ckpt)) + "\n")
+    else:
+        from ckpt_browser.report.text import inspect_text
+
+        print(inspect_text(ckpt))
+    if ckpt.damaged:
+        errors = [p for p in ckpt.problems if p.severity == "error"]
+        first = errors[0]
+        print(f"ckpt-browser: {ckpt.layout.path}: damaged, {len(errors)} error(s); first: "
+              f"{first.file or ''}: {first.message}", file=sys.stderr)
+        return EXIT_DAMAGED
+    return EXIT_OK
+
+
+def cmd_browse(args) -> int:
+    from ckpt_browser.readers import open_layout
+
+    layout = open_layout(_path(args.path))  # fail fast, before the screen is taken
+    from ckpt_browser.tui.app import make_app
+
+    app = make_app(layout)
+    app.run()
+    return app.return_code or EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(_split(argv))
+        return {"inspect": cmd_inspect, "browse": cmd_browse}[args.command](args)
+    except CheckpointError as e:
+        print(f"ckpt-browser: {e}", file=sys.stderr)
+        return e.exit_code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as e:  # argparse: 0 for --help, 2 for usage errors
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    except Exception as e:  # noqa: BLE001 - last resort: one line, not a traceback
+        if os.environ.get("CKPT_BROWSER_DEBUG"):
+            raise
+        print(f"ckpt-browser: internal error: {type(e).__name__}: {e} "
+              "(a bug; rerun with CKPT_BROWSER_DEBUG=1 for details)", file=sys.stderr)
+        return EXIT_BUG

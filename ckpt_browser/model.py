@@ -1,0 +1,176 @@
+"""Plain data shared by readers, analysis, reports, CLI and TUI."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+# safetensors dtype -> bits per element (catalog section 7: all 22 strings).
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8,
+    "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
+    "C64": 64, "F64": 64, "I64": 64, "U64": 64,
+}
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    severity: str  # ERROR | WARNING | INFO
+    file: str | None  # relative to the checkpoint folder
+    message: str
+
+    def line(self) -> str:
+        where = f"{self.file}: " if self.file else ""
+        return f"{self.severity}: {where}{self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    file: str
+    begin: int  # data-relative offsets, as in the header
+    end: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+
+@dataclass(frozen=True)
+class DtypeTotal:
+    tensors: int = 0
+    params: int = 0
+    bytes: int = 0
+
+    def __add__(self, other: DtypeTotal) -> DtypeTotal:
+        return DtypeTotal(self.tensors + other.tensors, self.params + other.params,
+                          self.bytes + other.bytes)
+
+
+@dataclass(frozen=True)
+class Totals:
+    tensors: int = 0
+    params: int = 0
+    bytes: int = 0
+    by_dtype: dict[str, DtypeTotal] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tensors) -> Totals:
+        by: dict[str, list[int]] = {}
+        for t in tensors:
+            row = by.setdefault(t.dtype, [0, 0, 0])
+            row[0] += 1
+            row[1] += t.numel
+            row[2] += t.end - t.begin
+        return cls._from_rows(by)
+
+    @classmethod
+    def _from_rows(cls, by: dict[str, list[int]]) -> Totals:
+        by_dtype = {k: DtypeTotal(*v) for k, v in sorted(by.items())}
+        return cls(sum(v.tensors for v in by_dtype.values()),
+                   sum(v.params for v in by_dtype.values()),
+                   sum(v.bytes for v in by_dtype.values()), by_dtype)
+
+    def __add__(self, other: Totals) -> Totals:
+        merged = dict(self.by_dtype)
+        for k, v in other.by_dtype.items():
+            merged[k] = merged.get(k, DtypeTotal()) + v
+        return Totals(self.tensors + other.tensors, self.params + other.params,
+                      self.bytes + other.bytes, dict(sorted(merged.items())))
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One safetensors file, as far as its header could be read."""
+
+    name: str  # relative to the checkpoint folder
+    path: str
+    size: int | None = None  # file size; None when the file could not be stat'ed
+    header_bytes: int | None = None  # N, without the 8-byte length prefix
+    metadata: dict[str, str] | None = None
+    tensors: tuple[TensorInfo, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def error(self) -> str | None:
+        errors = [p.message for p in self.problems if p.severity == ERROR]
+        return "; ".join(errors) if errors else None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @cached_property
+    def totals(self) -> Totals:
+        return Totals.of(self.tensors)
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    name: str  # relative to the checkpoint folder
+    weight_map: dict[str, str]  # tensor name -> shard file name
+    total_size: int | None
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def files(self) -> list[str]:
+        """Shard files in order of first appearance."""
+        return list(dict.fromkeys(self.weight_map.values()))
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key so that layers.2 < layers.10."""
+    parts = _DIGITS.split(name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a path holds, found without reading any shard header."""
+
+    path: str  # as the user gave it
+    root: str  # the folder that shard names are relative to
+    format: str  # "safetensors" | "safetensors-index" | "safetensors-folder"
+    files: tuple[str, ...]  # shard files to read, in natural order
+    index: IndexInfo | None = None
+    unlisted: tuple[str, ...] = ()  # shard-like files the index does not name
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    layout: Layout
+    shards: tuple[ShardInfo, ...]
+    problems: tuple[Problem, ...]
+
+    @cached_property
+    def totals(self) -> Totals:
+        total = Totals()
+        for shard in self.shards:
+            total = total + shard.totals
+        return total
+
+    @property
+    def tensors(self):
+        for shard in self.shards:
+            yield from shard.tensors
+
+    @property
+    def damaged(self) -> bool:
+        return any(p.severity == ERROR for p in self.problems)

@@ -1,0 +1,37 @@
+"""`*.safetensors.index.json`: the weight_map gives the tree skeleton at once."""
+
+from __future__ import annotations
+
+import json
+import os
+from ckpt_browser.errors import ShardError
+from ckpt_browser.model import IndexInfo
+
+MAX_INDEX = 512 * 1024 * 1024  # a 94,000-tensor index is ~8 MB
+
+
+def read_index(path: str, name: str) -> IndexInfo:
+    """Parse an index file; raise ShardError with a one-line reason."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_INDEX:
+            raise ShardError(f"index is {size:,} bytes, over the {MAX_INDEX:,}-byte limit")
+        with open(path, "rb") as f:
+            doc = json.loads(f.read().decode("utf-8"))
+    except PermissionError:
+        raise ShardError("cannot read the index: permission denied") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ShardError(f"index is not valid JSON: {e}") from None
+    except OSError as e:
+        raise ShardError(f"cannot read the index: {e.strerror or e}") from None
+    if not isinstance(doc, dict):
+        raise ShardError("index is not a JSON object")
+    weight_map = doc.get("weight_map")
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(v, str) for v in weight_map.values()
+    ):
+        raise ShardError('index has no "weight_map" object mapping tensor names to file names')
+    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    total = metadata.get("total_size")
+    total = total if type(total) is int else None
+    return IndexInfo(name, weight_map, total, metadata)

@@ -1,0 +1,116 @@
+"""Work out what a path holds: one file, an index and its shards, or a folder of shards.
+
+Only the directory listing and the index are read here, so the tree skeleton
+is ready before any shard header is opened.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import replace
+
+from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
+from ckpt_browser.model import ERROR, INFO, Layout, Problem, natural_key
+from ckpt_browser.readers.index import read_index
+from ckpt_browser.readers.safetensors import MAX_HEADER
+
+INDEX_SUFFIX = ".safetensors.index.json"
+PREFERRED_INDEX = "model.safetensors.index.json"
+
+
+def open_layout(path: str) -> Layout:
+    """Resolve a path; raise CheckpointError when nothing there is readable."""
+    if not os.path.lexists(path):
+        raise PathNotFound(path, "no such file or folder")
+    if os.path.isdir(path):
+        return _folder(path)
+    if path.endswith(".index.json"):
+        return _from_index(path, os.path.dirname(path) or ".", os.path.basename(path))
+    if path.endswith(".safetensors") or _sniff_safetensors(path):
+        root, name = os.path.split(path)
+        return Layout(path, root or ".", "safetensors", (name,))
+    raise NotACheckpoint(path, "not a safetensors file or a *.safetensors.index.json index")
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return sorted(os.listdir(folder), key=natural_key)
+    except PermissionError:
+        raise NotACheckpoint(folder, "cannot list the folder: permission denied") from None
+    except OSError as e:
+        raise NotACheckpoint(folder, f"cannot list the folder: {e.strerror or e}") from None
+
+
+def _folder(path: str) -> Layout:
+    names = _listdir(path)
+    indexes = [n for n in names if n.endswith(INDEX_SUFFIX)]
+    if indexes:
+        chosen = PREFERRED_INDEX if PREFERRED_INDEX in indexes else indexes[0]
+        layout = _from_index(path, path, chosen, names)
+        others = [n for n in indexes if n != chosen]
+        if others:
+            note = Problem(INFO, chosen, f"also found {', '.join(others)}; showing {chosen}")
+            layout = replace(layout, problems=layout.problems + (note,))
+        return layout
+    shards = tuple(n for n in names if n.endswith(".safetensors"))
+    if len(shards) == 1:
+        return Layout(path, path, "safetensors", shards)
+    if shards:
+        return Layout(path, path, "safetensors-folder", shards)
+    if not names:
+        raise NotACheckpoint(path, "the folder is empty")
+    raise NotACheckpoint(path, f"no .safetensors file or index in this folder ({_describe(names)})")
+
+
+def _describe(names: list[str]) -> str:
+    torch_like = [n for n in names if n.endswith((".bin", ".pt", ".pth", ".ckpt"))]
+    if torch_like:
+        return f"found {torch_like[0]}: torch files are not read yet"
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return f"it holds {shown}"
+
+
+def _from_index(path: str, root: str, index_name: str, names: list[str] | None = None) -> Layout:
+    if names is None:
+        names = _listdir(root)
+    try:
+        index = read_index(os.path.join(root, index_name), index_name)
+    except ShardError as e:
+        # Still show whatever shards sit beside the broken index.
+        shards = tuple(n for n in names if n.endswith(".safetensors"))
+        problem = Problem(ERROR, index_name, f"{e}; showing the {len(shards)} .safetensors files "
+                          "in the folder instead")
+        return Layout(path, root, "safetensors-index", shards, problems=(problem,))
+    files = index.files
+    if files and not any(f.endswith(".safetensors") for f in files):
+        raise NotACheckpoint(os.path.join(root, index_name),
+                             f"the index points at {files[0]}: torch shards are not read yet")
+    problems = []
+    safe = []
+    for f in files:
+        if os.path.isabs(f) or ".." in f.replace("\\", "/").split("/"):
+            problems.append(Problem(ERROR, index_name, f"names {f!r}, a path outside the "
+                                    "checkpoint folder; not read"))
+        else:
+            safe.append(f)
+    listed = set(safe)
+    stem = index_name[: -len(INDEX_SUFFIX)]
+    unlisted = tuple(n for n in names if n.endswith(".safetensors") and n not in listed
+                     and n.startswith(stem + "-"))
+    return Layout(path, root, "safetensors-index", tuple(sorted(safe, key=natural_key)), index,
+                  unlisted, tuple(problems))
+
+
+def _sniff_safetensors(path: str) -> bool:
+    """A file without the extension is accepted if it starts like a safetensors file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    if len(head) < 9:
+        return False
+    (n,) = struct.unpack("<Q", head[:8])
+    return 2 <= n <= MAX_HEADER and head[8:].lstrip(b" ")[:1] == b"{"
+

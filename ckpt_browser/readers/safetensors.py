@@ -1,0 +1,172 @@
+"""Our own safetensors header reader: header only, never tensor bytes.
+
+Rules follow the reference implementation (catalog section 7). Every problem
+is recorded on the returned ShardInfo instead of raised, so one bad shard
+never hides the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections import Counter
+
+from ckpt_browser.errors import ShardError
+from ckpt_browser.model import DTYPE_BITS, ERROR, Problem, ShardInfo, TensorInfo
+
+MAX_HEADER = 100_000_000  # safetensors' MAX_HEADER_SIZE; exactly this is allowed
+MAGIC_LEN = 8
+
+
+def read_header(path: str, name: str) -> ShardInfo:
+    """Read and validate one file's header. Never raises for bad content."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            n, raw = _read_raw_header(f, size)
+    except FileNotFoundError:
+        return _failed(name, path, None, None, "file does not exist")
+    except PermissionError:
+        return _failed(name, path, None, None, "cannot read the file: permission denied")
+    except IsADirectoryError:
+        return _failed(name, path, None, None, "is a folder, not a safetensors file")
+    except OSError as e:
+        return _failed(name, path, None, None, f"cannot read the file: {e.strerror or e}")
+    except ShardError as e:
+        return _failed(name, path, size, None, str(e))
+    return parse_header(raw, name=name, path=path, size=size, n=n)
+
+
+def _read_raw_header(f, size: int) -> tuple[int, bytes]:
+    if size < MAGIC_LEN:
+        raise ShardError(f"header too small: the file has {size} bytes, "
+                         f"a safetensors file needs at least {MAGIC_LEN}")
+    (n,) = struct.unpack("<Q", f.read(MAGIC_LEN))
+    if n > MAX_HEADER:
+        raise ShardError(f"header claims {n:,} bytes, over the {MAX_HEADER:,}-byte limit "
+                         "(not a safetensors file, or a corrupt one)")
+    if MAGIC_LEN + n > size:
+        raise ShardError(f"header claims {n:,} bytes but the file has only "
+                         f"{size - MAGIC_LEN:,} after the length prefix (truncated?)")
+    raw = f.read(n)
+    if len(raw) != n:
+        raise ShardError(f"file shrank while reading: expected {n:,} header bytes")
+    return n, raw
+
+
+def _failed(name, path, size, n, message) -> ShardInfo:
+    return ShardInfo(name=name, path=path, size=size, header_bytes=n,
+                     problems=(Problem(ERROR, name, message),))
+
+
+def _reject_constant(token: str):
+    raise ValueError(f"{token} is not valid JSON")
+
+
+def _decode(raw: bytes) -> dict:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ShardError(f"header is not UTF-8 (byte {e.start})") from None
+    try:
+        header = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as e:
+        raise ShardError(f"header is not valid JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise ShardError(f"header is a JSON {type(header).__name__}, not an object")
+    return header
+
+
+def _duplicates(text: bytes, header: dict) -> list[str]:
+    """Names written twice in the header (json.loads silently keeps the last).
+
+    Fast path: each entry has one "data_offsets" key, so if the raw text holds
+    exactly as many as the parsed dict has tensors there can be no duplicate.
+    """
+    tensors = len(header) - ("__metadata__" in header)
+    if text.count(b'"data_offsets"') == tensors and text.count(b'"dtype"') == tensors:
+        return []
+    dups: list[str] = []
+
+    def hook(pairs):
+        counts = Counter(k for k, _ in pairs)
+        dups.extend(k for k, c in counts.items() if c > 1)
+        return dict(pairs)
+
+    json.loads(text, object_pairs_hook=hook)
+    return dups
+
+
+def parse_header(raw: bytes, *, name: str, path: str, size: int, n: int) -> ShardInfo:
+    problems: list[Problem] = []
+    try:
+        header = _decode(raw)
+    except ShardError as e:
+        return _failed(name, path, size, n, str(e))
+    for dup in _duplicates(raw, header):
+        problems.append(Problem(ERROR, name, f"{dup!r} is written twice in the header; "
+                                "loaders silently keep the last one"))
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and not (
+        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
+    ):
+        problems.append(Problem(ERROR, name, "__metadata__ must map strings to strings"))
+        metadata = None
+    tensors: list[TensorInfo] = []
+    for tname, entry in header.items():
+        try:
+            tensors.append(_tensor(tname, entry, name))
+        except ShardError as e:
+            problems.append(Problem(ERROR, name, str(e)))
+    tensors.sort(key=lambda t: (t.begin, t.end, t.name))
+    problems.extend(_check_layout(tensors, name, size, n))
+    return ShardInfo(name=name, path=path, size=size, header_bytes=n, metadata=metadata,
+                     tensors=tuple(tensors), problems=tuple(problems))
+
+
+def _is_uint(v) -> bool:
+    return type(v) is int and 0 <= v < 2**64
+
+
+def _tensor(tname: str, entry, file: str) -> TensorInfo:
+    if not isinstance(entry, dict):
+        raise ShardError(f"tensor {tname!r}: entry is not an object")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if dtype not in DTYPE_BITS:
+        raise ShardError(f"tensor {tname!r}: unknown dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
+        raise ShardError(f"tensor {tname!r}: shape {shape!r} is not a list of non-negative integers")
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(_is_uint(o) for o in offsets) or offsets[1] < offsets[0]):
+        raise ShardError(f"tensor {tname!r}: data_offsets {offsets!r} is not [begin, end] with end >= begin")
+    t = TensorInfo(tname, dtype, tuple(shape), file, offsets[0], offsets[1])
+    bits = t.numel * DTYPE_BITS[dtype]
+    if bits % 8:
+        raise ShardError(f"tensor {tname!r}: {t.numel} x {dtype} does not end on a byte boundary")
+    if bits // 8 != t.nbytes:
+        raise ShardError(f"tensor {tname!r}: shape {list(shape)} of {dtype} needs {bits // 8:,} bytes "
+                         f"but data_offsets span {t.nbytes:,}")
+    return t
+
+
+def _check_layout(tensors: list[TensorInfo], file: str, size: int, n: int) -> list[Problem]:
+    """Offsets start at 0, are contiguous with no gap or overlap, and cover the data exactly."""
+    problems = []
+    expected = 0
+    for t in tensors:
+        if t.begin > expected:
+            problems.append(Problem(ERROR, file, f"gap of {t.begin - expected:,} bytes before tensor "
+                                    f"{t.name!r} (data_offsets must be contiguous from 0)"))
+        elif t.begin < expected:
+            problems.append(Problem(ERROR, file, f"tensor {t.name!r} overlaps the previous tensor "
+                                    f"by {expected - t.begin:,} bytes"))
+        expected = max(expected, t.end)
+    data = size - MAGIC_LEN - n
+    if expected > data:
+        problems.append(Problem(ERROR, file, f"truncated: tensors need {expected:,} data bytes "
+                                f"but the file holds {data:,} ({expected - data:,} missing)"))
+    elif expected < data:
+        problems.append(Problem(ERROR, file, f"{data - expected:,} unexpected bytes after the "
+                                "last tensor (the data must end exactly at the file end)"))
+    return problems

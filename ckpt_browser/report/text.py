@@ -1,0 +1,49 @@
+"""Human-readable summaries shared by the CLI and the TUI."""
+
+from __future__ import annotations
+
+import humanize
+
+from ckpt_browser.model import Checkpoint, Totals
+
+
+def size(n: int | None) -> str:
+    return "?" if n is None else humanize.naturalsize(n, binary=True, format="%.1f")
+
+
+def count(n: int) -> str:
+    """Parameter counts the way ML people say them: 671.0B, 7.2M."""
+    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return str(n)
+
+
+def dtype_line(totals: Totals) -> str:
+    parts = [f"{k} {count(v.params)} ({size(v.bytes)})" for k, v in
+             sorted(totals.by_dtype.items(), key=lambda kv: -kv[1].bytes)]
+    return ", ".join(parts) or "no tensors"
+
+
+def inspect_text(ckpt: Checkpoint) -> str:
+    t = ckpt.totals
+    lines = [
+        f"path     {ckpt.layout.path}",
+        f"format   {ckpt.layout.format}",
+        f"files    {len(ckpt.shards)}",
+        f"tensors  {t.tensors:,}",
+        f"params   {t.params:,} ({count(t.params)})",
+        f"bytes    {t.bytes:,} ({size(t.bytes)})",
+        f"dtypes   {dtype_line(t)}",
+        "",
+    ]
+    width = max((len(s.name) for s in ckpt.shards), default=4)
+    lines.append(f"{'file':<{width}}  {'tensors':>8}  {'params':>8}  {'size':>10}  status")
+    for s in ckpt.shards:
+        status = "ok" if s.ok else f"DAMAGED: {s.error}"
+        lines.append(f"{s.name:<{width}}  {len(s.tensors):>8,}  {count(s.totals.params):>8}  "
+                     f"{size(s.size):>10}  {status}")
+    if ckpt.problems:
+        lines += ["", f"problems ({len(ckpt.problems)})"]
+        lines += [f"  {p.line()}" for p in ckpt.problems]
+    return "\n".join(lines)

@@ -1,0 +1,39 @@
+"""`?`: the keys, in words."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = [
+    ("up / down", "move in the tree"),
+    ("right / left", "expand / collapse (left again: go to the parent)"),
+    ("enter / space", "toggle the highlighted node"),
+    ("m", "switch the tree: by shard <-> by module"),
+    ("/", "filter tensor names (substring, or glob such as layers.*.q_proj*)"),
+    ("escape", "clear the filter / close this window"),
+    ("p", "list every problem found"),
+    ("tab", "move focus between the tree and the details"),
+    ("ctrl+p", "command palette: every action by name"),
+    ("?", "this help"),
+    ("q", "quit"),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [("escape", "dismiss", "Close"), ("question_mark", "dismiss", "Close"),
+                ("q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        table = Table(title="ckpt-browser keys", box=None, padding=(0, 2))
+        table.add_column("key", style="bold", no_wrap=True)
+        table.add_column("action")
+        for key, what in KEYS:
+            table.add_row(key, what)
+        with VerticalScroll(id="help-box", classes="modal-box"):
+            yield Static(table)
+            yield Static("Nothing here reads tensor bytes or runs code from the checkpoint.",
+                         classes="dim-note")

@@ -1,0 +1,102 @@
+"""The checkpoint tree, by shard or by module. Children are made only on expand."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import on
+from textual.widgets import Tree
+
+from ckpt_browser.analysis.modules import ModuleNode, build_modules
+from ckpt_browser.model import TensorInfo
+from ckpt_browser.tui.labels import module_label, shard_label, tensor_label
+from ckpt_browser.tui.state import BrowseState
+
+
+@dataclass(frozen=True)
+class Ref:
+    """What a tree node stands for; the details pane renders it."""
+
+    kind: str  # "root" | "shard" | "tensor" | "module"
+    shard: str | None = None
+    tensor: TensorInfo | str | None = None
+    module: ModuleNode | None = None
+
+
+class CheckpointTree(Tree[Ref]):
+    BINDINGS = [("right", "expand_node", "Expand"), ("left", "collapse_node", "Collapse")]
+
+    def __init__(self, state: BrowseState, **kwargs) -> None:
+        super().__init__("checkpoint", data=Ref("root"), **kwargs)
+        self.state = state
+        self.mode = "shard"
+        self.show_root = False
+        self.guide_depth = 2
+        self._shard_nodes: dict = {}
+
+    # -- building ----------------------------------------------------------
+    def rebuild(self) -> None:
+        self.clear()
+        self._shard_nodes = {}
+        if self.mode == "shard":
+            for name in self.state.layout.files:
+                if not self.state.pattern or self.state.tensors_of(name):
+                    self._shard_nodes[name] = self.root.add(self._shard_text(name),
+                                                            data=Ref("shard", name))
+        else:
+            tree = build_modules(self.state.visible_tensors())
+            self._add_module_children(self.root, tree)
+        self.root.expand()
+
+    def _shard_text(self, name: str):
+        shard = self.state.shards.get(name)
+        shown = len(self.state.tensors_of(name)) if self.state.pattern else None
+        return shard_label(name, self.state.shard_state(name),
+                           len(shard.tensors) if shard else 0,
+                           sum(t.nbytes for t in shard.tensors) if shard else None, shown)
+
+    def refresh_shards(self, names) -> None:
+        """New headers arrived: relabel those shards and refill them if open."""
+        for name in names:
+            node = self._shard_nodes.get(name)
+            if node is None:
+                continue
+            node.set_label(self._shard_text(name))
+            if node.is_expanded:
+                node.remove_children()
+                self._fill(node)
+
+    def _add_module_children(self, parent, module: ModuleNode) -> None:
+        for child in module.sorted_children():
+            parent.add(module_label(child), data=Ref("module", module=child))
+        for t in module.sorted_tensors():
+            parent.add_leaf(tensor_label(t, short=True), data=Ref("tensor", t.file, t))
+
+    def _fill(self, node) -> None:
+        ref = node.data
+        if ref.kind == "shard":
+            for t in self.state.tensors_of(ref.shard):
+                node.add_leaf(tensor_label(t), data=Ref("tensor", ref.shard, t))
+        elif ref.kind == "module":
+            self._add_module_children(node, ref.module)
+
+    @on(Tree.NodeExpanded)
+    def _lazy_children(self, event: Tree.NodeExpanded) -> None:
+        node = event.node
+        if node is not self.root and not node.children:
+            self._fill(node)
+
+    # -- actions -------------------------------------------------------------
+    def action_expand_node(self) -> None:
+        node = self.cursor_node
+        if node is not None and node.allow_expand and not node.is_expanded:
+            node.expand()
+
+    def action_collapse_node(self) -> None:
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.is_expanded:
+            node.collapse()
+        elif node.parent is not None and node.parent is not self.root:
+            self.move_cursor(node.parent)

@@ -1,0 +1,115 @@
+"""Right pane: everything known about the highlighted node."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ckpt_browser.model import Totals
+from ckpt_browser.readers.safetensors import MAGIC_LEN
+from ckpt_browser.report.text import count, size
+from ckpt_browser.tui.state import BrowseState
+from ckpt_browser.tui.widgets.ckpt_tree import Ref
+
+
+def _kv(rows) -> Table:
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for k, v in rows:
+        table.add_row(k, v)
+    return table
+
+
+def _by_dtype(totals: Totals) -> Table:
+    table = Table(box=None, padding=(0, 1), show_edge=False)
+    for col in ("dtype", "tensors", "params", "bytes"):
+        table.add_column(col, justify="left" if col == "dtype" else "right")
+    for k, v in totals.by_dtype.items():
+        table.add_row(k, f"{v.tensors:,}", count(v.params), size(v.bytes))
+    return table
+
+
+def _problems(problems) -> Text:
+    text = Text()
+    for p in problems:
+        text.append(f"{p.severity.upper()}: ", style="bold red" if p.severity == "error" else "bold")
+        text.append(p.message + "\n")
+    return text
+
+
+def render(state: BrowseState, ref: Ref | None):
+    if ref is None or ref.kind == "root":
+        return Text("Highlight a node to see its details.")
+    if ref.kind == "tensor":
+        return _tensor(state, ref)
+    if ref.kind == "shard":
+        return _shard(state, ref.shard)
+    m = ref.module
+    return Group(Text(m.path, style="bold"),
+                 _kv([("tensors", f"{m.totals.tensors:,}"),
+                      ("params", f"{m.totals.params:,} ({count(m.totals.params)})"),
+                      ("bytes", f"{m.totals.bytes:,} ({size(m.totals.bytes)})")]),
+                 Text(""), _by_dtype(m.totals))
+
+
+def _tensor(state: BrowseState, ref: Ref):
+    t = ref.tensor
+    if isinstance(t, str):
+        shard = state.shards.get(ref.shard)
+        why = "its header has not been read yet" if shard is None else \
+            f"the file could not be read: {shard.error}" if not shard.ok else \
+            "the file does not contain it"
+        return Group(Text(t, style="bold"),
+                     Text(f"The index maps this tensor to {ref.shard}, but {why}."))
+    shard = state.shards.get(t.file)
+    start = MAGIC_LEN + shard.header_bytes if shard and shard.header_bytes is not None else None
+    file_range = f"{start + t.begin:,} - {start + t.end:,}" if start is not None else "?"
+    return Group(Text(t.name, style="bold"), _kv([
+        ("dtype", t.dtype),
+        ("shape", "[" + ", ".join(str(d) for d in t.shape) + "]"),
+        ("numel", f"{t.numel:,} ({count(t.numel)})"),
+        ("bytes", f"{t.nbytes:,} ({size(t.nbytes)})"),
+        ("shard", t.file),
+        ("offsets", f"{t.begin:,} - {t.end:,} (in the data section)"),
+        ("in file", f"{file_range} (bytes from the file start)"),
+    ]))
+
+
+def _shard(state: BrowseState, name: str):
+    shard = state.shards.get(name)
+    if shard is None:
+        return Group(Text(name, style="bold"), Text("Reading the header…"))
+    rows = [("path", shard.path), ("file size", f"{shard.size:,} ({size(shard.size)})"
+                                   if shard.size is not None else "?"),
+            ("header", f"{shard.header_bytes:,} bytes" if shard.header_bytes is not None else "?"),
+            ("tensors", f"{len(shard.tensors):,}"),
+            ("params", f"{shard.totals.params:,} ({count(shard.totals.params)})"),
+            ("bytes", f"{shard.totals.bytes:,} ({size(shard.totals.bytes)})")]
+    for k, v in (shard.metadata or {}).items():
+        rows.append((f"meta {k}", v))
+    parts = [Text(name, style="bold"), _kv(rows)]
+    problems = state.shard_problems(name)
+    parts += [Text(""), Text("Problems" if problems else "No problems found.", style="bold")]
+    if problems:
+        parts.append(_problems(problems))
+    if shard.tensors:
+        parts += [Text(""), _by_dtype(shard.totals)]
+    return Group(*parts)
+
+
+class Details(VerticalScroll, can_focus=True):
+    def __init__(self, state: BrowseState, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.state = state
+        self.ref: Ref | None = None
+
+    def compose(self):
+        yield Static(id="details-body")
+
+    def show(self, ref: Ref | None) -> None:
+        self.ref = ref
+        self.query_one("#details-body", Static).update(render(self.state, ref))

@@ -1,0 +1,42 @@
+"""Top lines: path, format, files, tensors, params, bytes, dtypes, progress, problems."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ckpt_browser.report.text import count, dtype_line, size
+from ckpt_browser.tui.state import BrowseState
+
+
+def summary_text(state: BrowseState) -> Text:
+    layout = state.layout
+    totals = state.totals()
+    text = Text()
+    text.append(layout.path, style="bold")
+    text.append(f"  ({layout.format})\n")
+    tensors = totals.tensors if state.loaded else (state.index_tensor_count() or totals.tensors)
+    nbytes = totals.bytes if state.loaded or not layout.index or layout.index.total_size is None \
+        else layout.index.total_size
+    params = count(totals.params) if state.loaded else "…"
+    text.append(f"{state.total} files · {tensors:,} tensors · {params} params · {size(nbytes)}")
+    text.append(f" · headers {state.done}/{state.total}" + ("" if state.loaded else " reading…"))
+    text.append("\n" + ("dtypes: " + dtype_line(totals) if state.shards else "dtypes: …"))
+    errors = sum(p.severity == "error" for p in state.problems)
+    warnings = sum(p.severity == "warning" for p in state.problems)
+    if errors or warnings:
+        text.append(f"\n{errors} error(s), {warnings} warning(s): press p to list them",
+                    style="bold red" if errors else "bold yellow")
+    if state.pattern:
+        hits, total, files = state.match_counts()
+        text.append(f"\nfilter {state.pattern!r}: {hits:,} of {total:,} tensors in {files} files")
+    return text
+
+
+class Summary(Static):
+    def __init__(self, state: BrowseState, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.state = state
+
+    def refresh_summary(self) -> None:
+        self.update(summary_text(self.state))

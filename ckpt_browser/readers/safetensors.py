@@ -133,7 +133,7 @@ def _tensor(tname: str, entry, file: str) -> TensorInfo:
     if not isinstance(entry, dict):
         raise ShardError(f"tensor {tname!r}: entry is not an object")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if dtype not in DTYPE_BITS:
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:  # a list/dict is unhashable
         raise ShardError(f"tensor {tname!r}: unknown dtype {dtype!r}")
     if not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
         raise ShardError(f"tensor {tname!r}: shape {shape!r} is not a list of non-negative integers")

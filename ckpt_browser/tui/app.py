@@ -30,7 +30,7 @@ class BrowserApp(App[int]):
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear", show=False),
-        Binding("m", "toggle_view", "Shard/Module"),
+        Binding("m", "toggle_view", "View"),
         Binding("p", "problems", "Problems"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -52,7 +52,7 @@ class BrowserApp(App[int]):
     def on_mount(self) -> None:
         self._tree.border_title = "by shard"
         self.query_one(Details).border_title = "details"
-        self._tree.rebuild()
+        self._rebuild_tree()
         self._summary.refresh_summary()
         self._tree.focus()
         self.load_headers()
@@ -91,7 +91,7 @@ class BrowserApp(App[int]):
     def _load_finished(self, message: LoadFinished) -> None:
         self.state.checkpoint = message.checkpoint
         if self._tree.mode == "module":
-            self._tree.rebuild()
+            self._rebuild_tree()
         else:
             self._tree.refresh_shards(self.state.layout.files)
         self._summary.refresh_summary()
@@ -112,6 +112,13 @@ class BrowserApp(App[int]):
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:
         self.query_one(Details).show(event.node.data)
 
+    def _rebuild_tree(self) -> None:
+        """Rebuild, then make the details follow the cursor's new node."""
+        tree = self._tree
+        tree.rebuild()
+        node = tree.cursor_node
+        self.query_one(Details).show(node.data if node is not None else None)
+
     def _refresh_details(self) -> None:
         details = self.query_one(Details)
         details.show(details.ref)
@@ -124,7 +131,7 @@ class BrowserApp(App[int]):
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         self.state.pattern = event.value
-        self._tree.rebuild()
+        self._rebuild_tree()
         self._summary.refresh_summary()
 
     @on(Input.Submitted, "#filter")
@@ -143,8 +150,7 @@ class BrowserApp(App[int]):
         tree = self._tree
         tree.mode = "module" if tree.mode == "shard" else "shard"
         tree.border_title = f"by {tree.mode}"
-        tree.rebuild()
-        self.query_one(Details).show(None)
+        self._rebuild_tree()
 
     def action_problems(self) -> None:
         self.push_screen(ProblemsScreen(self.state.problems))

@@ -8,21 +8,23 @@ from ckpt_browser.analysis.modules import ModuleNode, leaf_name
 from ckpt_browser.model import TensorInfo
 from ckpt_browser.report.text import count, size
 
-STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "warning": "warning"}
+STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "missing": "MISSING",
+               "warning": "warning"}
 
 
 def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: int | None) -> Text:
+    """State word first, so it survives a narrow terminal cutting the line."""
     text = Text()
-    if state in ("damaged", "warning"):
-        text.append("! ", style="bold red" if state == "damaged" else "bold yellow")
+    if state in ("damaged", "missing", "warning"):
+        text.append(f"! {STATE_WORDS[state]} ", style="bold red" if state != "warning" else "bold yellow")
     text.append(name, style="bold")
     if state == "reading":
         text.append("  reading…", style="dim")
         return text
+    if state == "missing":
+        return text
     counted = f"{shown:,}/{tensors:,}" if shown is not None else f"{tensors:,}"
     text.append(f"  {counted} tensors  {size(nbytes)}", style="dim")
-    if state != "ok":
-        text.append(f"  {STATE_WORDS[state]}", style="red" if state == "damaged" else "yellow")
     return text
 
 

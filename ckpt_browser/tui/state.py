@@ -65,9 +65,11 @@ class BrowseState:
         return [p for p in self.problems if p.file == name]
 
     def shard_state(self, name: str) -> str:
-        """'reading', 'ok', 'damaged' or 'warning'."""
+        """'reading', 'ok', 'missing', 'damaged' or 'warning'."""
         if name not in self.shards:
             return "reading"
+        if self.shards[name].size is None:
+            return "missing"
         severities = {p.severity for p in self.shard_problems(name)}
         return "damaged" if ERROR in severities else "warning" if severities else "ok"
 

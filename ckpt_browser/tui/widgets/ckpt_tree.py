@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual import on
+from textual.binding import Binding
 from textual.widgets import Tree
 
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
@@ -24,7 +25,8 @@ class Ref:
 
 
 class CheckpointTree(Tree[Ref]):
-    BINDINGS = [("right", "expand_node", "Expand"), ("left", "collapse_node", "Collapse")]
+    BINDINGS = [Binding("right", "expand_node", "Expand", show=False),
+                Binding("left", "collapse_node", "Collapse", show=False)]
 
     def __init__(self, state: BrowseState, **kwargs) -> None:
         super().__init__("checkpoint", data=Ref("root"), **kwargs)
@@ -47,6 +49,7 @@ class CheckpointTree(Tree[Ref]):
             tree = build_modules(self.state.visible_tensors())
             self._add_module_children(self.root, tree)
         self.root.expand()
+        self.cursor_line = 0
 
     def _shard_text(self, name: str):
         shard = self.state.shards.get(name)

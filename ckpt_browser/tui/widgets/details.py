@@ -24,13 +24,13 @@ def _kv(rows) -> Table:
     return table
 
 
-def _by_dtype(totals: Totals) -> Table:
-    table = Table(box=None, padding=(0, 1), show_edge=False)
-    for col in ("dtype", "tensors", "params", "bytes"):
-        table.add_column(col, justify="left" if col == "dtype" else "right")
+def _by_dtype(totals: Totals) -> Text:
+    """One line per dtype: narrow panes wrap words, not table columns."""
+    text = Text()
     for k, v in totals.by_dtype.items():
-        table.add_row(k, f"{v.tensors:,}", count(v.params), size(v.bytes))
-    return table
+        text.append(f"{k}", style="bold")
+        text.append(f": {v.tensors:,} tensors, {count(v.params)} params, {size(v.bytes)}\n")
+    return text
 
 
 def _problems(problems) -> Text:
@@ -53,7 +53,7 @@ def render(state: BrowseState, ref: Ref | None):
                  _kv([("tensors", f"{m.totals.tensors:,}"),
                       ("params", f"{m.totals.params:,} ({count(m.totals.params)})"),
                       ("bytes", f"{m.totals.bytes:,} ({size(m.totals.bytes)})")]),
-                 Text(""), _by_dtype(m.totals))
+                 Text(""), Text("by dtype", style="bold"), _by_dtype(m.totals))
 
 
 def _tensor(state: BrowseState, ref: Ref):
@@ -83,12 +83,12 @@ def _shard(state: BrowseState, name: str):
     shard = state.shards.get(name)
     if shard is None:
         return Group(Text(name, style="bold"), Text("Reading the header…"))
-    rows = [("path", shard.path), ("file size", f"{shard.size:,} ({size(shard.size)})"
-                                   if shard.size is not None else "?"),
+    rows = [("file size", f"{size(shard.size)} ({shard.size:,} B)"
+                          if shard.size is not None else "missing"),
             ("header", f"{shard.header_bytes:,} bytes" if shard.header_bytes is not None else "?"),
             ("tensors", f"{len(shard.tensors):,}"),
-            ("params", f"{shard.totals.params:,} ({count(shard.totals.params)})"),
-            ("bytes", f"{shard.totals.bytes:,} ({size(shard.totals.bytes)})")]
+            ("params", f"{count(shard.totals.params)} ({shard.totals.params:,})"),
+            ("bytes", f"{size(shard.totals.bytes)} ({shard.totals.bytes:,} B)")]
     for k, v in (shard.metadata or {}).items():
         rows.append((f"meta {k}", v))
     parts = [Text(name, style="bold"), _kv(rows)]
@@ -97,7 +97,7 @@ def _shard(state: BrowseState, name: str):
     if problems:
         parts.append(_problems(problems))
     if shard.tensors:
-        parts += [Text(""), _by_dtype(shard.totals)]
+        parts += [Text(""), Text("by dtype", style="bold"), _by_dtype(shard.totals)]
     return Group(*parts)
 
 

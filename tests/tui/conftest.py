@@ -1,0 +1,34 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from ckpt_browser.readers import open_layout
+from ckpt_browser.tui.app import make_app
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"
+
+
+@pytest.fixture
+def sample_app(monkeypatch):
+    """An app on a sample, opened by a relative path so no absolute path is on screen."""
+
+    def make(name: str = "tiny-llama-run/checkpoint-6"):
+        monkeypatch.chdir(SAMPLES)
+        return make_app(open_layout(name))
+
+    return make
+
+
+async def loaded(app, pilot):
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def plain(static) -> str:
+    """The text a Static shows, without styles, rendered wide so nothing wraps."""
+    from rich.console import Console
+
+    console = Console(width=200, record=True, color_system=None, file=open(os.devnull, "w"))
+    console.print(static.content)
+    return console.export_text()

@@ -1,0 +1,167 @@
+"""Pilot tests: what a user does in the browser, checked on widget state."""
+
+from safetensors import safe_open
+
+from ckpt_browser.tui.screens.help import HelpScreen
+from ckpt_browser.tui.screens.problems import ProblemsScreen
+from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+from ckpt_browser.tui.widgets.details import Details
+from tests.tui.conftest import SAMPLES, loaded, plain
+
+RUN = SAMPLES / "tiny-llama-run" / "checkpoint-6"
+SHARDS = sorted(p.name for p in RUN.glob("*.safetensors"))
+
+
+def labels(nodes):
+    return [str(n.label) for n in nodes]
+
+
+def text_of(widget) -> str:
+    return plain(widget)
+
+
+async def test_shard_tree_lists_every_shard_with_counts(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        tree = app.query_one(CheckpointTree)
+        shards = tree.root.children
+        assert [n.data.shard for n in shards] == SHARDS
+        for node in shards:
+            with safe_open(RUN / node.data.shard, "np") as f:
+                assert f"{len(list(f.keys()))} tensors" in str(node.label)
+            assert not node.children  # lazily filled on expand
+
+
+async def test_expanding_a_shard_shows_tensors_in_natural_order(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        tree = app.query_one(CheckpointTree)
+        await pilot.press("down", "right")  # second shard: layer 0 weights
+        node = tree.root.children[1]
+        assert node.is_expanded
+        names = [c.data.tensor.name for c in node.children]
+        with safe_open(RUN / node.data.shard, "np") as f:
+            assert sorted(names) == sorted(f.keys())
+        # natural order; check it on a run with two-digit layers too
+        assert names == sorted(names, key=lambda n: [int(p) if p.isdigit() else p
+                                                     for p in n.replace(".", " . ").split()])
+
+
+async def test_details_show_tensor_dtype_shape_and_offsets(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("right", "down")  # first tensor of the first shard
+        details = app.query_one(Details)
+        t = details.ref.tensor
+        body = plain(details.query_one("#details-body"))
+        with safe_open(RUN / t.file, "pt") as f:
+            sl = f.get_slice(t.name)
+            assert list(sl.get_shape()) == list(t.shape)
+        assert t.dtype in body and t.file in body
+        assert f"{t.begin:,} - {t.end:,}" in body
+        shard = app.state.shards[t.file]
+        start = 8 + shard.header_bytes
+        assert f"{start + t.begin:,} - {start + t.end:,}" in body
+
+
+async def test_module_view_has_hierarchy_with_subtotals(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("m")
+        tree = app.query_one(CheckpointTree)
+        assert tree.mode == "module" and tree.border_title == "by module"
+        top = {n.data.module.name: n.data.module for n in tree.root.children}
+        assert set(top) == {"lm_head", "model"}
+        total = sum(m.totals.params for m in top.values())
+        assert total == app.state.checkpoint.totals.params
+        await pilot.press("down", "right")  # expand "model"
+        model_node = tree.root.children[1]
+        assert "layers" in [c.data.module.name for c in model_node.children
+                            if c.data.kind == "module"]
+        await pilot.press("m")
+        assert tree.mode == "shard" and len(tree.root.children) == len(SHARDS)
+
+
+async def test_filter_narrows_tree_and_counts_matches(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("slash")
+        await pilot.press(*"q_proj")
+        tree = app.query_one(CheckpointTree)
+        shards = tree.root.children
+        # q_proj lives in shards 2 and 3 only (one per layer)
+        assert [n.data.shard for n in shards] == SHARDS[1:]
+        assert "filter 'q_proj': 2 of 21 tensors in 2 files" in text_of(app.query_one("#summary"))
+        assert "1/9 tensors" in str(shards[0].label)
+        await pilot.press("enter")  # back to the tree, filter kept
+        await pilot.press("right")
+        assert labels_contain(tree.root.children[0].children, "q_proj")
+        await pilot.press("escape")
+        assert len(tree.root.children) == len(SHARDS)
+        assert "filter" not in text_of(app.query_one("#summary"))
+
+
+def labels_contain(nodes, needle):
+    return nodes and all(needle in str(n.label) for n in nodes)
+
+
+async def test_glob_filter(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("slash", *"layers.1.*norm*")
+        # layers.1.input_layernorm sits in shard 2, post_attention_layernorm in shard 3
+        assert "2 of 21 tensors in 2 files" in text_of(app.query_one("#summary"))
+
+
+async def test_damaged_checkpoint_stays_browsable_and_says_why(sample_app):
+    app = sample_app("tiny-llama-damaged")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        tree = app.query_one(CheckpointTree)
+        by_name = {n.data.shard: str(n.label) for n in tree.root.children}
+        assert "DAMAGED" in by_name["model-00001-of-00003.safetensors"]
+        assert "MISSING" in by_name["model-00002-of-00003.safetensors"]
+        assert "DAMAGED" not in by_name["model-00003-of-00003.safetensors"]
+        assert "error(s)" in text_of(app.query_one("#summary"))
+        # the missing shard still lists what the index says it should hold
+        await pilot.press("down", "right")
+        missing = tree.root.children[1]
+        assert missing.children and "(no header)" in str(missing.children[0].label)
+        body = plain(app.query_one("#details-body"))
+        assert "does not exist" in body
+        await pilot.press("p")
+        assert isinstance(app.screen, ProblemsScreen)
+        listing = plain(app.screen.query_one("#problems-list"))
+        assert "model-00002-of-00003.safetensors" in listing and "truncated" in listing
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ProblemsScreen)
+
+
+async def test_help_and_palette_reach_every_action(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Switch view", "Filter names", "Clear filter", "Show problems",
+                "Help: keys"} <= titles
+        # at 80x24 the footer still shows every key, quit included
+        screen = app.export_screenshot()
+        for word in ("Filter", "View", "Problems", "Help", "Quit"):
+            assert word in screen
+
+
+async def test_quit_key_exits(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("q")
+    assert app.return_code == 0

@@ -1,0 +1,21 @@
+"""How the browser looks at 80x24: the size of a small SSH window."""
+
+from tests.tui.conftest import loaded
+
+
+async def _wait_then(pilot, *keys):
+    await loaded(pilot.app, pilot)
+    await pilot.press(*keys)
+    await loaded(pilot.app, pilot)
+
+
+def test_shard_view_expanded_80x24(snap_compare, sample_app):
+    app = sample_app()
+    assert snap_compare(app, terminal_size=(80, 24),
+                        run_before=lambda pilot: _wait_then(pilot, "right", "down"))
+
+
+def test_damaged_module_view_80x24(snap_compare, sample_app):
+    app = sample_app("tiny-llama-damaged")
+    assert snap_compare(app, terminal_size=(80, 24),
+                        run_before=lambda pilot: _wait_then(pilot, "m", "down", "right"))

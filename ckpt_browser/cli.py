@@ -53,12 +53,14 @@ def _path(path: str | None) -> str:
 
 def cmd_inspect(args) -> int:
     from ckpt_browser.readers import load_checkpoint
+    from ckpt_browser.readers.load import paused_gc
 
     ckpt = load_checkpoint(_path(args.path))
     if args.json:
         from ckpt_browser.report.json_report import inspect_doc
 
-        sys.stdout.write(json.dumps(inspect_doc(ckpt)) + "\n")
+        with paused_gc():  # one dict per tensor, no cycles
+            sys.stdout.write(json.dumps(inspect_doc(ckpt)) + "\n")
     else:
         from ckpt_browser.report.text import inspect_text
 

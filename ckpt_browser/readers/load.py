@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from ckpt_browser.model import Checkpoint, Layout, ShardInfo
 from ckpt_browser.readers.safetensors import read_header
+
+
+@contextmanager
+def paused_gc():
+    """Headers make ~100,000 small acyclic objects; the cyclic collector would rescan
+    them over and over (a third of the run time on a 94,000-tensor checkpoint)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def iter_shards(layout: Layout, cancel: threading.Event | None = None,
@@ -17,7 +32,8 @@ def iter_shards(layout: Layout, cancel: threading.Event | None = None,
     for name in layout.files:
         if cancel is not None and cancel.is_set():
             return
-        pending.append(read_header(os.path.join(layout.root, name), name))
+        with paused_gc():
+            pending.append(read_header(os.path.join(layout.root, name), name))
         if len(pending) >= batch:
             yield pending
             pending = []
@@ -32,7 +48,8 @@ def finish(layout: Layout, shards: list[ShardInfo]) -> Checkpoint:
     problems = list(layout.problems)
     for shard in shards:
         problems.extend(shard.problems)
-    problems.extend(cross_check(layout, shards))
+    with paused_gc():
+        problems.extend(cross_check(layout, shards))
     return Checkpoint(layout, tuple(shards), tuple(problems))
 
 

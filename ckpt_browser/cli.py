@@ -12,6 +12,7 @@ import sys
 
 from ckpt_browser import __version__
 from ckpt_browser.errors import EXIT_BUG, EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, CheckpointError
+from ckpt_browser.report.escape import printable as _one_line
 
 EXIT_CODES = """exit codes: 0 fine, 2 usage error or nothing readable at PATH,
 5 the checkpoint is damaged (error-level problems), 1 a bug in ckpt-browser"""
@@ -68,8 +69,9 @@ def cmd_inspect(args) -> int:
     if ckpt.damaged:
         errors = [p for p in ckpt.problems if p.severity == "error"]
         first = errors[0]
-        print(f"ckpt-browser: {ckpt.layout.path}: damaged, {len(errors)} error(s); first: "
-              f"{first.file or ''}: {first.message}", file=sys.stderr)
+        where = f"{first.file}: " if first.file else ""
+        print(_one_line(f"ckpt-browser: {ckpt.layout.path}: damaged, {len(errors)} error(s); "
+                        f"first: {where}{first.message}"), file=sys.stderr)
         return EXIT_DAMAGED
     return EXIT_OK
 
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(_split(argv))
         return {"inspect": cmd_inspect, "browse": cmd_browse}[args.command](args)
     except CheckpointError as e:
-        print(f"ckpt-browser: {e}", file=sys.stderr)
+        print(_one_line(f"ckpt-browser: {e}"), file=sys.stderr)
         return e.exit_code
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -103,6 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - last resort: one line, not a traceback
         if os.environ.get("CKPT_BROWSER_DEBUG"):
             raise
-        print(f"ckpt-browser: internal error: {type(e).__name__}: {e} "
-              "(a bug; rerun with CKPT_BROWSER_DEBUG=1 for details)", file=sys.stderr)
+        print(_one_line(f"ckpt-browser: internal error: {type(e).__name__}: {e} "
+                        "(a bug; rerun with CKPT_BROWSER_DEBUG=1 for details)"), file=sys.stderr)
         return EXIT_BUG

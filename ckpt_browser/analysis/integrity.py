@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ckpt_browser.model import ERROR, WARNING, Layout, Problem, ShardInfo
+from ckpt_browser.report.escape import printable
 
 SHOW = 5  # names quoted per problem before "and N more"
 
 
 def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:SHOW])
+    shown = ", ".join(printable(n) for n in names[:SHOW])
     return shown + (f" and {len(names) - SHOW:,} more" if len(names) > SHOW else "")
 
 

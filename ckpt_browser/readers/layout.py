@@ -89,7 +89,10 @@ def _from_index(path: str, root: str, index_name: str, names: list[str] | None =
     problems = []
     safe = []
     for f in files:
-        if os.path.isabs(f) or ".." in f.replace("\\", "/").split("/"):
+        if not f.strip():
+            problems.append(Problem(ERROR, index_name, "maps tensors to an empty file name; "
+                                    "not read"))
+        elif os.path.isabs(f) or ".." in f.replace("\\", "/").split("/"):
             problems.append(Problem(ERROR, index_name, f"names {f!r}, a path outside the "
                                     "checkpoint folder; not read"))
         else:

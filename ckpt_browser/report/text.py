@@ -5,6 +5,7 @@ from __future__ import annotations
 import humanize
 
 from ckpt_browser.model import Checkpoint, Totals
+from ckpt_browser.report.escape import printable
 
 
 def size(n: int | None) -> str:
@@ -41,9 +42,10 @@ def inspect_text(ckpt: Checkpoint) -> str:
     lines.append(f"{'file':<{width}}  {'tensors':>8}  {'params':>8}  {'size':>10}  status")
     for s in ckpt.shards:
         status = "ok" if s.ok else f"DAMAGED: {s.error}"
+        file_size = size(s.size) if s.size is not None else "missing"
         lines.append(f"{s.name:<{width}}  {len(s.tensors):>8,}  {count(s.totals.params):>8}  "
-                     f"{size(s.size):>10}  {status}")
+                     f"{file_size:>10}  {status}")
     if ckpt.problems:
         lines += ["", f"problems ({len(ckpt.problems)})"]
         lines += [f"  {p.line()}" for p in ckpt.problems]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)

@@ -46,7 +46,8 @@ class BrowserApp(App[int]):
         with Horizontal(id="main"):
             yield CheckpointTree(self.state, id="tree")
             yield Details(self.state, id="details")
-        yield Input(placeholder="filter names: substring or glob (Esc clears)", id="filter")
+        yield Input(placeholder="filter names: substring or glob (Esc clears)", id="filter",
+                    select_on_focus=False)  # typed-ahead text must not get selected and replaced
         yield Footer()
 
     def on_mount(self) -> None:
@@ -126,7 +127,9 @@ class BrowserApp(App[int]):
     # -- filter -------------------------------------------------------------------------
     def action_filter(self) -> None:
         self.screen.add_class("-filtering")
-        self.query_one("#filter", Input).focus()
+        # Focus now, not via focus()'s call_later: keys typed right after "/" (say "q_proj")
+        # must reach the input, or "q" would quit the app.
+        self.screen.set_focus(self.query_one("#filter", Input))
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:

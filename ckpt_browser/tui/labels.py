@@ -6,6 +6,7 @@ from rich.text import Text
 
 from ckpt_browser.analysis.modules import ModuleNode, leaf_name
 from ckpt_browser.model import TensorInfo
+from ckpt_browser.report.escape import printable
 from ckpt_browser.report.text import count, size
 
 STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "missing": "MISSING",
@@ -17,7 +18,7 @@ def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: 
     text = Text()
     if state in ("damaged", "missing", "warning"):
         text.append(f"! {STATE_WORDS[state]} ", style="bold red" if state != "warning" else "bold yellow")
-    text.append(name, style="bold")
+    text.append(printable(name), style="bold")
     if state == "reading":
         text.append("  reading…", style="dim")
         return text
@@ -30,12 +31,12 @@ def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: 
 
 def tensor_label(t: TensorInfo | str, short: bool = False) -> Text:
     if isinstance(t, str):  # known from the index only
-        return Text.assemble(leaf_name(t) if short else t, ("  (no header)", "dim"))
+        return Text.assemble(printable(leaf_name(t) if short else t), ("  (no header)", "dim"))
     shape = "[" + ", ".join(str(d) for d in t.shape) + "]"
-    return Text.assemble(leaf_name(t.name) if short else t.name,
+    return Text.assemble(printable(leaf_name(t.name) if short else t.name),
                          (f"  {t.dtype} {shape} {size(t.nbytes)}", "dim"))
 
 
 def module_label(m: ModuleNode) -> Text:
-    return Text.assemble((m.name, "bold"), (f"  {count(m.totals.params)} params  "
+    return Text.assemble((printable(m.name), "bold"), (f"  {count(m.totals.params)} params  "
                                              f"{size(m.totals.bytes)}", "dim"))

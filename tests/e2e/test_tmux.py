@@ -77,10 +77,12 @@ def test_browse_expand_filter_quit(terminal):
     terminal.start(["tiny-llama-run/checkpoint-6"], cwd=SAMPLES)
     terminal.wait_for("headers 3/3")
     terminal.wait_for("model-00003-of-00003.safetensors")
-    terminal.keys("Right")
+    # typed ahead in one burst, as over a slow link: the children must exist before Down
+    terminal.keys("Right", "Down", "Down")
     terminal.wait_for("lm_head.weight")
-    terminal.keys("/")
-    terminal.type("q_proj")
+    screen = terminal.wait_for("shape   [128, 32]")
+    assert "│ model.embed_tokens.weight" in screen  # details of the second tensor
+    terminal.type("/q_proj")  # one burst: the filter must have focus before "q" (quit) lands
     screen = terminal.wait_for("filter 'q_proj': 2 of 21 tensors in 2 files")
     assert "model-00001-of-00003" not in screen  # no q_proj there
     terminal.keys("Escape")

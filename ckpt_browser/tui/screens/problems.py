@@ -8,6 +8,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ckpt_browser.report.escape import printable
+
 
 def problems_text(problems) -> Text:
     if not problems:
@@ -15,8 +17,8 @@ def problems_text(problems) -> Text:
     text = Text()
     for p in problems:
         text.append(f"{p.severity.upper():8}", style="bold red" if p.severity == "error" else "bold")
-        text.append(f"{p.file or '-'}: ", style="bold")
-        text.append(p.message + "\n")
+        text.append(f"{printable(p.file or '-')}: ", style="bold")
+        text.append(printable(p.message) + "\n")
     return text
 
 

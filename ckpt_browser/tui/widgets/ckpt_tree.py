@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual import on
+from textual import events, on
 from textual.binding import Binding
-from textual.widgets import Tree
+from textual.widgets import Input, Tree
 
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
 from ckpt_browser.model import TensorInfo
@@ -83,16 +83,39 @@ class CheckpointTree(Tree[Ref]):
         elif ref.kind == "module":
             self._add_module_children(node, ref.module)
 
-    @on(Tree.NodeExpanded)
-    def _lazy_children(self, event: Tree.NodeExpanded) -> None:
-        node = event.node
+    def _ensure_children(self, node) -> None:
         if node is not self.root and not node.children:
             self._fill(node)
+
+    def _toggle_node(self, node) -> None:
+        # Fill before expanding, not on NodeExpanded: keys typed ahead (Right, Down, Down)
+        # would otherwise move the cursor before the children exist.
+        self._ensure_children(node)
+        super()._toggle_node(node)
+
+    @on(Tree.NodeExpanded)
+    def _lazy_children(self, event: Tree.NodeExpanded) -> None:
+        self._ensure_children(event.node)  # expansions that bypass _toggle_node
+
+    def on_key(self, event: events.Key) -> None:
+        """Keys reach the app's bindings only after the tree has queued every key typed so
+        far, so "/q_proj" typed in one burst would open the filter after "q" had quit.
+        Open the filter here, in order, and pass the keys behind "/" on to it."""
+        focused = self.screen.focused
+        if focused is self and event.key == "slash":
+            self.app.action_filter()
+        elif isinstance(focused, Input) and event.is_printable:
+            focused.insert_text_at_cursor(event.character)
+        else:
+            return
+        event.stop()
+        event.prevent_default()
 
     # -- actions -------------------------------------------------------------
     def action_expand_node(self) -> None:
         node = self.cursor_node
         if node is not None and node.allow_expand and not node.is_expanded:
+            self._ensure_children(node)
             node.expand()
 
     def action_collapse_node(self) -> None:

@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 from ckpt_browser.model import Totals
 from ckpt_browser.readers.safetensors import MAGIC_LEN
+from ckpt_browser.report.escape import printable
 from ckpt_browser.report.text import count, size
 from ckpt_browser.tui.state import BrowseState
 from ckpt_browser.tui.widgets.ckpt_tree import Ref
@@ -37,7 +38,7 @@ def _problems(problems) -> Text:
     text = Text()
     for p in problems:
         text.append(f"{p.severity.upper()}: ", style="bold red" if p.severity == "error" else "bold")
-        text.append(p.message + "\n")
+        text.append(printable(p.message) + "\n")
     return text
 
 
@@ -49,7 +50,7 @@ def render(state: BrowseState, ref: Ref | None):
     if ref.kind == "shard":
         return _shard(state, ref.shard)
     m = ref.module
-    return Group(Text(m.path, style="bold"),
+    return Group(Text(printable(m.path), style="bold"),
                  _kv([("tensors", f"{m.totals.tensors:,}"),
                       ("params", f"{m.totals.params:,} ({count(m.totals.params)})"),
                       ("bytes", f"{m.totals.bytes:,} ({size(m.totals.bytes)})")]),
@@ -63,17 +64,17 @@ def _tensor(state: BrowseState, ref: Ref):
         why = "its header has not been read yet" if shard is None else \
             f"the file could not be read: {shard.error}" if not shard.ok else \
             "the file does not contain it"
-        return Group(Text(t, style="bold"),
-                     Text(f"The index maps this tensor to {ref.shard}, but {why}."))
+        return Group(Text(printable(t), style="bold"),
+                     Text(printable(f"The index maps this tensor to {ref.shard}, but {why}.")))
     shard = state.shards.get(t.file)
     start = MAGIC_LEN + shard.header_bytes if shard and shard.header_bytes is not None else None
     file_range = f"{start + t.begin:,} - {start + t.end:,}" if start is not None else "?"
-    return Group(Text(t.name, style="bold"), _kv([
+    return Group(Text(printable(t.name), style="bold"), _kv([
         ("dtype", t.dtype),
         ("shape", "[" + ", ".join(str(d) for d in t.shape) + "]"),
         ("numel", f"{t.numel:,} ({count(t.numel)})"),
         ("bytes", f"{t.nbytes:,} ({size(t.nbytes)})"),
-        ("shard", t.file),
+        ("shard", printable(t.file)),
         ("offsets", f"{t.begin:,} - {t.end:,} (in the data section)"),
         ("in file", f"{file_range} (bytes from the file start)"),
     ]))
@@ -82,7 +83,7 @@ def _tensor(state: BrowseState, ref: Ref):
 def _shard(state: BrowseState, name: str):
     shard = state.shards.get(name)
     if shard is None:
-        return Group(Text(name, style="bold"), Text("Reading the header…"))
+        return Group(Text(printable(name), style="bold"), Text("Reading the header…"))
     rows = [("file size", f"{size(shard.size)} ({shard.size:,} B)"
                           if shard.size is not None else "missing"),
             ("header", f"{shard.header_bytes:,} bytes" if shard.header_bytes is not None else "?"),
@@ -90,8 +91,8 @@ def _shard(state: BrowseState, name: str):
             ("params", f"{count(shard.totals.params)} ({shard.totals.params:,})"),
             ("bytes", f"{size(shard.totals.bytes)} ({shard.totals.bytes:,} B)")]
     for k, v in (shard.metadata or {}).items():
-        rows.append((f"meta {k}", v))
-    parts = [Text(name, style="bold"), _kv(rows)]
+        rows.append((printable(f"meta {k}"), printable(v)))
+    parts = [Text(printable(name), style="bold"), _kv(rows)]
     problems = state.shard_problems(name)
     parts += [Text(""), Text("Problems" if problems else "No problems found.", style="bold")]
     if problems:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from ckpt_browser.report.escape import printable
 from ckpt_browser.report.text import count, dtype_line, size
 from ckpt_browser.tui.state import BrowseState
 
@@ -13,7 +14,7 @@ def summary_text(state: BrowseState) -> Text:
     layout = state.layout
     totals = state.totals()
     text = Text()
-    text.append(layout.path, style="bold")
+    text.append(printable(layout.path), style="bold")
     text.append(f"  ({layout.format})\n")
     tensors = totals.tensors if state.loaded else (state.index_tensor_count() or totals.tensors)
     nbytes = totals.bytes if state.loaded or not layout.index or layout.index.total_size is None \
@@ -29,7 +30,7 @@ def summary_text(state: BrowseState) -> Text:
                     style="bold red" if errors else "bold yellow")
     if state.pattern:
         hits, total, files = state.match_counts()
-        text.append(f"\nfilter {state.pattern!r}: {hits:,} of {total:,} tensors in {files} files")
+        text.append(f"\nfilter {printable(state.pattern)!r}: {hits:,} of {total:,} tensors in {files} files")
     return text
 
 

@@ -11,7 +11,7 @@ import struct
 from dataclasses import replace
 
 from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
-from ckpt_browser.model import ERROR, INFO, Layout, Problem, natural_key
+from ckpt_browser.model import ERROR, INFO, WARNING, Layout, Problem, natural_key
 from ckpt_browser.readers.index import read_index
 from ckpt_browser.readers.safetensors import MAX_HEADER
 
@@ -99,6 +99,10 @@ def _from_index(path: str, root: str, index_name: str, names: list[str] | None =
             safe.append(f)
     listed = set(safe)
     stem = index_name[: -len(INDEX_SUFFIX)]
+    if f"{stem}.safetensors" in names:
+        problems.append(Problem(WARNING, f"{stem}.safetensors", f"a single-file {stem}.safetensors "
+                                f"sits beside {index_name}: transformers loads it and ignores "
+                                "the index and its shards"))
     unlisted = tuple(n for n in names if n.endswith(".safetensors") and n not in listed
                      and n.startswith(stem + "-"))
     return Layout(path, root, "safetensors-index", tuple(sorted(safe, key=natural_key)), index,

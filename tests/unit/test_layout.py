@@ -263,6 +263,15 @@ def test_orphan_shard_not_named_by_the_index(tmp_path):
     assert "stray" not in tensor_map(ckpt)  # loaders ignore it, so do we
 
 
+def test_single_file_beside_the_index_is_a_warning(tmp_path):
+    # transformers loads model.safetensors first and never looks at the index
+    folder = three_shards(tmp_path)
+    save(folder / "model.safetensors", {"other": torch.ones(1)})
+    ckpt = load_checkpoint(str(folder))
+    find(ckpt, "model.safetensors", "ignores the index", severity=WARNING)
+    assert not ckpt.damaged
+
+
 def test_index_naming_a_file_outside_the_folder(tmp_path):
     folder = three_shards(tmp_path / "ckpt")
     save(tmp_path / "x.safetensors", {"evil": torch.ones(1)})

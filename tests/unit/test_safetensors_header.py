@@ -200,6 +200,15 @@ def test_duplicate_tensor_name_is_flagged_although_json_loads_hides_it(tmp_path)
     assert not info.ok
 
 
+def test_duplicate_hidden_behind_unicode_escapes_is_still_flagged(tmp_path):
+    # "\u0064ata_offsets" is "data_offsets": a raw-text count would miss it.
+    raw = (b'{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+           b'"w": {"\\u0064type": "F32", "shape": [1], "\\u0064ata_offsets": [0, 4]}}')
+    path = craft(tmp_path / "dup.safetensors", raw, bytes(4))
+    assert len(json.loads(raw)) == 1
+    assert any("'w'" in m and "twice" in m for m in messages(read(path)))
+
+
 def test_metadata_key_named_data_offsets_is_not_a_duplicate(tmp_path):
     # The reader's fast path counts '"data_offsets"' in the raw text; a metadata key with that
     # name must not make a valid file look damaged.

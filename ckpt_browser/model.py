@@ -47,8 +47,7 @@ class TensorInfo(NamedTuple):
         return self.end - self.begin
 
 
-@dataclass(frozen=True)
-class DtypeTotal:
+class DtypeTotal(NamedTuple):
     tensors: int = 0
     params: int = 0
     bytes: int = 0

@@ -13,9 +13,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker, WorkerState
 
+from ckpt_browser.analysis.modules import build_modules
 from ckpt_browser.model import Layout
 from ckpt_browser.readers import finish, iter_shards
-from ckpt_browser.tui.messages import HeadersRead, LoadFinished
+from ckpt_browser.tui.messages import FilterReady, HeadersRead, LoadFinished
 from ckpt_browser.tui.screens.help import HelpScreen
 from ckpt_browser.tui.screens.problems import ProblemsScreen
 from ckpt_browser.tui.state import BrowseState
@@ -79,7 +80,7 @@ class BrowserApp(App[int]):
         if not self._cancel.is_set():
             ckpt = finish(self.state.layout, shards)
             ckpt.totals  # noqa: B018 - add up here, off the UI thread
-            self.post_message(LoadFinished(ckpt))
+            self.post_message(LoadFinished(ckpt, build_modules(ckpt.tensors)))
 
     @on(HeadersRead)
     def _headers_read(self, message: HeadersRead) -> None:
@@ -91,6 +92,7 @@ class BrowserApp(App[int]):
     @on(LoadFinished)
     def _load_finished(self, message: LoadFinished) -> None:
         self.state.checkpoint = message.checkpoint
+        self.state.modules = message.modules
         if self._tree.mode == "module":
             self._rebuild_tree()
         else:
@@ -133,7 +135,20 @@ class BrowserApp(App[int]):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.state.pattern = event.value
+        self.prepare_filter(event.value, self._tree.mode == "module")
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="filter")
+    def prepare_filter(self, pattern: str, modules: bool) -> None:
+        """Match 94,000 names (and build a module tree) off the UI thread, so typing
+        stays responsive; the newest pattern wins."""
+        self.state.prepare(pattern, modules)
+        self.post_message(FilterReady(pattern))
+
+    @on(FilterReady)
+    def _filter_ready(self, message: FilterReady) -> None:
+        if message.pattern != self.query_one("#filter", Input).value:
+            return  # typed on since; a newer worker is coming
+        self.state.pattern = message.pattern
         self._rebuild_tree()
         self._summary.refresh_summary()
 

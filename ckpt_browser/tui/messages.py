@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from ckpt_browser.analysis.modules import ModuleNode
 from ckpt_browser.model import Checkpoint, ShardInfo
 
 
@@ -21,3 +22,11 @@ class LoadFinished(Message):
     """Every header is read and the cross-checks have run."""
 
     checkpoint: Checkpoint
+    modules: ModuleNode
+
+
+@dataclass
+class FilterReady(Message):
+    """A filter pattern's matches are computed; the tree can show them at once."""
+
+    pattern: str

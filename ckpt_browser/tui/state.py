@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ckpt_browser.analysis.filter import name_matcher
+from ckpt_browser.analysis.modules import ModuleNode, build_modules
 from ckpt_browser.model import ERROR, Checkpoint, Layout, ShardInfo, TensorInfo, Totals, natural_key
 
 
@@ -17,9 +18,12 @@ class BrowseState:
     layout: Layout
     shards: dict[str, ShardInfo] = field(default_factory=dict)
     checkpoint: Checkpoint | None = None  # set once every header is read
+    modules: ModuleNode | None = None  # the whole module tree, built off the UI thread
     pattern: str = ""
 
     def __post_init__(self) -> None:
+        self._shown: dict[tuple[str, str, bool], list] = {}  # (pattern, shard, read) -> items
+        self._module_cache: tuple = (None, None)  # ((pattern, headers read), tree)
         self._index_names: dict[str, list[str]] = defaultdict(list)
         if self.layout.index is not None:
             for tname, fname in self.layout.index.weight_map.items():
@@ -73,26 +77,50 @@ class BrowseState:
         severities = {p.severity for p in self.shard_problems(name)}
         return "damaged" if ERROR in severities else "warning" if severities else "ok"
 
-    def tensors_of(self, name: str) -> list[TensorInfo | str]:
-        """A shard's tensors (from its header), else the names the index maps to it."""
+    def tensors_of(self, name: str, pattern: str | None = None) -> list[TensorInfo | str]:
+        """A shard's tensors (from its header), else the names the index maps to it,
+        filtered and in natural order. Cached: a keystroke in the filter asks for all."""
+        pattern = self.pattern if pattern is None else pattern
         shard = self.shards.get(name)
-        items: list[TensorInfo | str] = list(shard.tensors) if shard and shard.tensors else \
-            list(self._index_names.get(name, []))
-        match = name_matcher(self.pattern)
-        items = [i for i in items if match(i if isinstance(i, str) else i.name)]
-        return sorted(items, key=lambda i: natural_key(i if isinstance(i, str) else i.name))
+        key = (pattern, name, shard is not None)
+        items = self._shown.get(key)
+        if items is None:
+            if len(self._shown) > 4 * max(self.total, 1):
+                self._shown.clear()
+            items = list(shard.tensors) if shard and shard.tensors else \
+                list(self._index_names.get(name, []))
+            match = name_matcher(pattern)
+            items = [i for i in items if match(i if isinstance(i, str) else i.name)]
+            items.sort(key=lambda i: natural_key(i if isinstance(i, str) else i.name))
+            self._shown[key] = items
+        return items
 
-    def visible_tensors(self) -> list[TensorInfo]:
-        match = name_matcher(self.pattern)
-        return [t for s in self.shards.values() for t in s.tensors if match(t.name)]
+    def module_tree(self, pattern: str | None = None) -> ModuleNode:
+        """The module hierarchy of the tensors read so far that match the filter."""
+        pattern = self.pattern if pattern is None else pattern
+        if not pattern and self.modules is not None:
+            return self.modules
+        key = (pattern, self.done)
+        if self._module_cache[0] != key:
+            tensors = [t for name in self.layout.files for t in self.tensors_of(name, pattern)
+                       if not isinstance(t, str)]
+            self._module_cache = (key, build_modules(tensors))
+        return self._module_cache[1]
+
+    def prepare(self, pattern: str, modules: bool) -> None:
+        """Do a filter's work ahead (from a worker thread) so applying it is instant."""
+        for name in self.layout.files:
+            self.tensors_of(name, pattern)
+        if modules:
+            self.module_tree(pattern)
 
     def match_counts(self) -> tuple[int, int, int]:
         """(matching tensors, all tensors, files with a match) for the filter line."""
-        match = name_matcher(self.pattern)
         hits = total = files = 0
         for name in self.layout.files:
-            names = [t.name for t in self.shards[name].tensors] if name in self.shards and \
-                self.shards[name].tensors else self._index_names.get(name, [])
-            n = sum(1 for x in names if match(x))
-            hits, total, files = hits + n, total + len(names), files + (n > 0)
+            shard = self.shards.get(name)
+            n = len(self.tensors_of(name))
+            hits, files = hits + n, files + (n > 0)
+            total += len(shard.tensors) if shard and shard.tensors else \
+                len(self._index_names.get(name, []))
         return hits, total, files

@@ -92,6 +92,7 @@ async def test_filter_narrows_tree_and_counts_matches(sample_app):
         await loaded(app, pilot)
         await pilot.press("slash")
         await pilot.press(*"q_proj")
+        await loaded(app, pilot)  # matching runs in a worker
         tree = app.query_one(CheckpointTree)
         shards = tree.root.children
         # q_proj lives in shards 2 and 3 only (one per layer)
@@ -102,6 +103,7 @@ async def test_filter_narrows_tree_and_counts_matches(sample_app):
         await pilot.press("right")
         assert labels_contain(tree.root.children[0].children, "q_proj")
         await pilot.press("escape")
+        await loaded(app, pilot)
         assert len(tree.root.children) == len(SHARDS)
         assert "filter" not in text_of(app.query_one("#summary"))
 
@@ -115,6 +117,7 @@ async def test_glob_filter(sample_app):
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(app, pilot)
         await pilot.press("slash", *"layers.1.*norm*")
+        await loaded(app, pilot)
         # layers.1.input_layernorm sits in shard 2, post_attention_layernorm in shard 3
         assert "2 of 21 tensors in 2 files" in text_of(app.query_one("#summary"))
 
@@ -165,3 +168,16 @@ async def test_quit_key_exits(sample_app):
         await loaded(app, pilot)
         await pilot.press("q")
     assert app.return_code == 0
+
+
+async def test_filter_in_module_view_keeps_only_matching_modules(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("m", "slash", *"lm_head")
+        await loaded(app, pilot)
+        tree = app.query_one(CheckpointTree)
+        assert [n.data.module.name for n in tree.root.children] == ["lm_head"]
+        await pilot.press("escape")
+        await loaded(app, pilot)
+        assert [n.data.module.name for n in tree.root.children] == ["lm_head", "model"]

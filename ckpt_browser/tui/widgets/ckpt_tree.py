@@ -8,7 +8,7 @@ from textual import events, on
 from textual.binding import Binding
 from textual.widgets import Input, Tree
 
-from ckpt_browser.analysis.modules import ModuleNode, build_modules
+from ckpt_browser.analysis.modules import ModuleNode
 from ckpt_browser.model import TensorInfo
 from ckpt_browser.tui.labels import module_label, shard_label, tensor_label
 from ckpt_browser.tui.state import BrowseState
@@ -46,8 +46,7 @@ class CheckpointTree(Tree[Ref]):
                     self._shard_nodes[name] = self.root.add(self._shard_text(name),
                                                             data=Ref("shard", name))
         else:
-            tree = build_modules(self.state.visible_tensors())
-            self._add_module_children(self.root, tree)
+            self._add_module_children(self.root, self.state.module_tree())
         self.root.expand()
         self.cursor_line = 0
 

@@ -19,3 +19,15 @@ def test_damaged_module_view_80x24(snap_compare, sample_app):
     app = sample_app("tiny-llama-damaged")
     assert snap_compare(app, terminal_size=(80, 24),
                         run_before=lambda pilot: _wait_then(pilot, "m", "down", "right"))
+
+
+def test_help_screen_80x24(snap_compare, sample_app):
+    app = sample_app()
+    assert snap_compare(app, terminal_size=(80, 24),
+                        run_before=lambda pilot: _wait_then(pilot, "question_mark"))
+
+
+def test_problems_screen_80x24(snap_compare, sample_app):
+    app = sample_app("tiny-llama-damaged")
+    assert snap_compare(app, terminal_size=(80, 24),
+                        run_before=lambda pilot: _wait_then(pilot, "p"))

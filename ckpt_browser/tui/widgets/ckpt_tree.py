@@ -55,7 +55,7 @@ class CheckpointTree(Tree[Ref]):
         shown = len(self.state.tensors_of(name)) if self.state.pattern else None
         return shard_label(name, self.state.shard_state(name),
                            len(shard.tensors) if shard else 0,
-                           sum(t.nbytes for t in shard.tensors) if shard else None, shown)
+                           shard.totals.bytes if shard else None, shown)
 
     def refresh_shards(self, names) -> None:
         """New headers arrived: relabel those shards and refill them if open."""

@@ -15,6 +15,7 @@ def sample_app(monkeypatch):
 
     def make(name: str = "tiny-llama-run/checkpoint-6"):
         monkeypatch.chdir(SAMPLES)
+        monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")  # snapshots must not catch a fade
         return make_app(open_layout(name))
 
     return make

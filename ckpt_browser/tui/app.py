@@ -16,7 +16,7 @@ from textual.worker import Worker, WorkerState
 from ckpt_browser.analysis.modules import build_modules
 from ckpt_browser.model import Layout
 from ckpt_browser.readers import finish, iter_shards
-from ckpt_browser.tui.messages import FilterReady, HeadersRead, LoadFinished
+from ckpt_browser.tui.messages import FilterReady, HeadersRead, LoadFinished, ModulesReady
 from ckpt_browser.tui.screens.help import HelpScreen
 from ckpt_browser.tui.screens.problems import ProblemsScreen
 from ckpt_browser.tui.state import BrowseState
@@ -80,7 +80,8 @@ class BrowserApp(App[int]):
         if not self._cancel.is_set():
             ckpt = finish(self.state.layout, shards)
             ckpt.totals  # noqa: B018 - add up here, off the UI thread
-            self.post_message(LoadFinished(ckpt, build_modules(ckpt.tensors)))
+            self.post_message(LoadFinished(ckpt))
+            self.post_message(ModulesReady(build_modules(ckpt.tensors)))
 
     @on(HeadersRead)
     def _headers_read(self, message: HeadersRead) -> None:
@@ -92,10 +93,7 @@ class BrowserApp(App[int]):
     @on(LoadFinished)
     def _load_finished(self, message: LoadFinished) -> None:
         self.state.checkpoint = message.checkpoint
-        self.state.modules = message.modules
-        if self._tree.mode == "module":
-            self._rebuild_tree()
-        else:
+        if self._tree.mode == "shard":  # the module view waits for ModulesReady
             self._tree.refresh_shards(self.state.layout.files)
         self._summary.refresh_summary()
         self._refresh_details()
@@ -103,6 +101,12 @@ class BrowserApp(App[int]):
         if errors:
             self.notify(f"{errors} error(s) found: press p to list them", title="Damaged",
                         severity="error", timeout=8)
+
+    @on(ModulesReady)
+    def _modules_ready(self, message: ModulesReady) -> None:
+        self.state.modules = message.modules
+        if self._tree.mode == "module":
+            self._rebuild_tree()
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:

@@ -22,6 +22,12 @@ class LoadFinished(Message):
     """Every header is read and the cross-checks have run."""
 
     checkpoint: Checkpoint
+
+
+@dataclass
+class ModulesReady(Message):
+    """The whole module tree, built after loading so the module view opens at once."""
+
     modules: ModuleNode
 
 

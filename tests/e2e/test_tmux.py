@@ -110,3 +110,12 @@ def test_bad_path_is_one_line_and_exit_2(terminal):
     assert terminal.exit_code() == 2
     lines = [line for line in terminal.screen().splitlines() if line.strip()]
     assert lines == ["ckpt-browser: no-such-checkpoint: no such file or folder"]
+
+
+def test_no_argument_opens_the_bundled_sample(terminal, tmp_path):
+    # from an unrelated folder: in CI this is the non-editable install finding its own copy
+    terminal.start([], cwd=tmp_path)
+    screen = terminal.wait_for("headers 3/3")
+    assert "checkpoint-6" in screen and "21 tensors" in screen
+    terminal.keys("q")
+    assert terminal.exit_code() == 0

@@ -10,11 +10,17 @@ from ckpt_browser.report.text import count, dtype_line, size
 from ckpt_browser.tui.state import BrowseState
 
 
-def summary_text(state: BrowseState) -> Text:
+def short_path(path: str, room: int) -> str:
+    """Keep the end of a long path (the checkpoint's own name) on one line."""
+    return path if len(path) <= room else "…" + path[-(room - 1):]
+
+
+def summary_text(state: BrowseState, width: int = 80) -> Text:
     layout = state.layout
     totals = state.totals()
     text = Text()
-    text.append(printable(layout.path), style="bold")
+    room = max(20, width - len(layout.format) - 6)
+    text.append(short_path(printable(layout.path), room), style="bold")
     text.append(f"  ({layout.format})\n")
     tensors = totals.tensors if state.loaded else (state.index_tensor_count() or totals.tensors)
     nbytes = totals.bytes if state.loaded or not layout.index or layout.index.total_size is None \
@@ -40,4 +46,7 @@ class Summary(Static):
         self.state = state
 
     def refresh_summary(self) -> None:
-        self.update(summary_text(self.state))
+        self.update(summary_text(self.state, self.app.size.width))
+
+    def on_resize(self) -> None:
+        self.refresh_summary()

@@ -173,3 +173,31 @@ class Checkpoint:
     @property
     def damaged(self) -> bool:
         return any(p.severity == ERROR for p in self.problems)
+
+
+COMPONENTS = ("weights", "optimizer", "scheduler", "rng", "data", "progress", "scaler")
+
+
+@dataclass(frozen=True)
+class Component:
+    """One part of training state, as found on disk (issue 4's JSON uses the first three)."""
+
+    kind: str  # one of COMPONENTS
+    status: str  # "ok" | "missing" | "incomplete" | "damaged" | "unsafe" | "not-needed"
+    files: tuple[str, ...] = ()
+    detail: str = ""  # one human sentence: what it holds, or what is missing and why it matters
+    facts: dict = field(default_factory=dict)  # structured: param groups, per-rank RNG, step ...
+
+
+@dataclass(frozen=True)
+class TrainingState:
+    """What a checkpoint holds beside the weights, per the framework that wrote it."""
+
+    framework: str  # "hf-trainer" | "accelerate" | "lightning" | "dcp" | "torchtitan" |
+    #                 "deepspeed" | "megatron" | "safetensors" | "unknown"
+    step: int | None = None
+    epoch: float | None = None
+    ranks: int | None = None
+    components: dict[str, Component] = field(default_factory=dict)
+    files: tuple = ()  # tuple[PickleFile | DcpCheckpoint, ...]: every state file read
+    problems: tuple[Problem, ...] = ()

@@ -1,0 +1,106 @@
+"""What the safe pickle readers return instead of real objects.
+
+Nothing here is ever executed from a file: the restricted unpickler builds plain
+containers (dict, list, tuple, str, int, float, bool, None, bytes) and these inert
+records. Shared by the torch-file reader, the DCP reader and the framework analysis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """A tensor the pickle describes; its bytes stay in the file."""
+
+    dtype: str  # safetensors spelling: "F32", "BF16", "F8_E4M3", "I64", "U8", ...
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    storage_key: str  # torch zip: the record is "<root>/data/<storage_key>"
+    storage_offset: int = 0  # in elements
+    storage_numel: int | None = None  # elements in the whole storage, as the pickle claims
+    requires_grad: bool = False
+    is_parameter: bool = False
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class NumpyArray:
+    """A numpy array (RNG state): dtype and shape only."""
+
+    dtype: str  # numpy spelling, e.g. "uint32"
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """An object of a class we do not build: its dotted name, constructor args and state."""
+
+    qualname: str
+    args: tuple = ()
+    state: Any = None
+
+    @property
+    def fields(self) -> dict:
+        """The object's attributes when its state is a dict (dataclasses, Namespace ...)."""
+        if isinstance(self.state, dict):
+            return self.state
+        if isinstance(self.state, tuple) and self.state and isinstance(self.state[-1], dict):
+            return self.state[-1]
+        return {}
+
+
+@dataclass(frozen=True)
+class UnsafeCall:
+    """A call the pickle asked for that could run code (os.system, eval ...). Never made."""
+
+    qualname: str
+    args: tuple = ()
+
+
+@dataclass(frozen=True)
+class PickleFile:
+    """One pickled file (torch zip, legacy torch, or plain pickle), read without executing it."""
+
+    name: str  # relative to the checkpoint folder
+    kind: str  # "torch-zip" | "torch-legacy" | "pickle"
+    obj: Any = None  # the object graph, None when nothing could be read
+    tensors: tuple[tuple[str, TensorRef], ...] = ()  # (dotted path in obj, tensor)
+    unsafe: tuple[str, ...] = ()  # dotted names of callables that would have run code
+    size: int | None = None
+    problems: tuple = ()  # tuple[model.Problem, ...]
+
+
+@dataclass(frozen=True)
+class DcpChunk:
+    offsets: tuple[int, ...]  # where the chunk sits in the global tensor
+    sizes: tuple[int, ...]
+    file: str | None  # rank file, e.g. "__0_0.distcp", relative to the DCP folder
+    offset: int | None  # byte range of its blob inside that file
+    length: int | None
+
+
+@dataclass(frozen=True)
+class DcpEntry:
+    key: str  # flattened state-dict key, e.g. "optimizer.state.layers.0.w.exp_avg"
+    kind: str  # "tensor" | "bytes"
+    dtype: str | None = None  # safetensors spelling for tensors
+    shape: tuple[int, ...] | None = None  # global shape
+    chunks: tuple[DcpChunk, ...] = ()
+
+
+@dataclass(frozen=True)
+class DcpCheckpoint:
+    folder: str  # relative to the checkpoint root ("" for the root itself)
+    entries: dict[str, DcpEntry] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)  # rank file -> size on disk
+    version: str | None = None
+    problems: tuple = ()  # tuple[model.Problem, ...]

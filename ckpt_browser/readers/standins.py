@@ -76,6 +76,8 @@ class PickleFile:
     tensors: tuple[tuple[str, TensorRef], ...] = ()  # (dotted path in obj, tensor)
     unsafe: tuple[str, ...] = ()  # dotted names of callables that would have run code
     size: int | None = None
+    # torch zip: storage key -> (absolute byte offset of the record's data in the file, length)
+    storages: dict[str, tuple[int, int]] = field(default_factory=dict)
     problems: tuple = ()  # tuple[model.Problem, ...]
 
 

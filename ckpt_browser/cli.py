@@ -11,7 +11,8 @@ import os
 import sys
 
 from ckpt_browser import __version__
-from ckpt_browser.errors import EXIT_BUG, EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, CheckpointError
+from ckpt_browser.errors import (EXIT_BUG, EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, CheckpointError,
+                                 UsageError)
 from ckpt_browser.report.escape import printable as _one_line
 
 EXIT_CODES = """exit codes: 0 fine, 2 usage error or nothing readable at PATH,
@@ -29,8 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     ins = sub.add_parser("inspect", help="summary of a checkpoint: files, tensors, totals, problems",
                          epilog=EXIT_CODES)
     ins.add_argument("path", metavar="PATH", nargs="?",
-                     help=".safetensors file, *.safetensors.index.json, or a folder")
+                     help="a checkpoint folder or file (.safetensors, index, .pt/.bin/.ckpt), "
+                     "or a folder of checkpoints")
     ins.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
+    ins.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
+                     "which one (a name such as checkpoint-500, or a step); default the newest")
     ui = sub.add_parser("browse", help="open PATH in the terminal UI (the default command)")
     ui.add_argument("path", metavar="PATH", nargs="?")
     return p
@@ -52,22 +56,45 @@ def _path(path: str | None) -> str:
     return default_sample()
 
 
+def _pick(path: str, choice: str | None):
+    """A folder of checkpoints: the one asked for, else the newest. Returns (path, timeline)."""
+    from ckpt_browser.readers.timeline import find_checkpoints, is_timeline
+
+    if not is_timeline(path):
+        if choice:
+            raise UsageError(path, "--checkpoint applies only to a folder of checkpoints")
+        return path, None
+    entries = find_checkpoints(path)
+    if not choice:
+        return entries[0].path, entries
+    for e in entries:
+        if choice in (e.name, os.path.basename(e.name), str(e.step)):
+            return e.path, entries
+    raise UsageError(path, f"no checkpoint {choice!r} here; it holds "
+                     + ", ".join(e.name for e in entries[:8]))
+
+
 def cmd_inspect(args) -> int:
+    from ckpt_browser.analysis.components import training_state
     from ckpt_browser.readers import load_checkpoint
     from ckpt_browser.readers.load import paused_gc
 
-    ckpt = load_checkpoint(_path(args.path))
+    path, timeline = _pick(_path(args.path), args.checkpoint)
+    ckpt = load_checkpoint(path)
+    training = training_state(path)
     if args.json:
-        from ckpt_browser.report.json_report import inspect_doc
+        from ckpt_browser.report.json_report import full_doc
 
         with paused_gc():  # one dict per tensor, no cycles
-            sys.stdout.write(json.dumps(inspect_doc(ckpt)) + "\n")
+            sys.stdout.write(json.dumps(full_doc(ckpt, training, timeline)) + "\n")
     else:
-        from ckpt_browser.report.text import inspect_text
+        from ckpt_browser.report.text import inspect_text, state_text, timeline_text
 
-        print(inspect_text(ckpt))
-    if ckpt.damaged:
-        errors = [p for p in ckpt.problems if p.severity == "error"]
+        if timeline:
+            print(timeline_text(timeline, path) + "\n")
+        print(inspect_text(ckpt) + state_text(training))
+    errors = [p for p in ckpt.problems + tuple(training.problems) if p.severity == "error"]
+    if errors:
         first = errors[0]
         where = f"{first.file}: " if first.file else ""
         print(_one_line(f"ckpt-browser: {ckpt.layout.path}: damaged, {len(errors)} error(s); "
@@ -79,10 +106,12 @@ def cmd_inspect(args) -> int:
 def cmd_browse(args) -> int:
     from ckpt_browser.readers import open_layout
 
-    layout = open_layout(_path(args.path))  # fail fast, before the screen is taken
+    folder = _path(args.path)
+    path, timeline = _pick(folder, None)
+    layout = open_layout(path)  # fail fast, before the screen is taken
     from ckpt_browser.tui.app import make_app
 
-    app = make_app(layout)
+    app = make_app(layout, (folder, timeline) if timeline else None)
     app.run()
     return app.return_code or EXIT_OK
 

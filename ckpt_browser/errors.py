@@ -33,5 +33,9 @@ class NotACheckpoint(CheckpointError):
     pass
 
 
+class UsageError(CheckpointError):
+    """The command line asks for something the path does not have."""
+
+
 class ShardError(Exception):
     """Raised inside a shard reader; caught and turned into a shard problem."""

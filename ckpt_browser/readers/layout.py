@@ -27,10 +27,13 @@ def open_layout(path: str) -> Layout:
         return _folder(path)
     if path.endswith(".index.json"):
         return _from_index(path, os.path.dirname(path) or ".", os.path.basename(path))
+    root, name = os.path.split(path)
     if path.endswith(".safetensors") or _sniff_safetensors(path):
-        root, name = os.path.split(path)
         return Layout(path, root or ".", "safetensors", (name,))
-    raise NotACheckpoint(path, "not a safetensors file or a *.safetensors.index.json index")
+    if path.endswith(TORCH_SUFFIXES) or _sniff_pickle(path):
+        # a torch file or pickle: its contents come from the training-state readers
+        return Layout(path, root or ".", "torch", ())
+    raise NotACheckpoint(path, "not a safetensors file, an index, or a torch file/pickle")
 
 
 def _listdir(folder: str) -> list[str]:
@@ -60,15 +63,9 @@ def _folder(path: str) -> Layout:
         return Layout(path, path, "safetensors-folder", shards)
     if not names:
         raise NotACheckpoint(path, "the folder is empty")
-    raise NotACheckpoint(path, f"no .safetensors file or index in this folder ({_describe(names)})")
-
-
-def _describe(names: list[str]) -> str:
-    torch_like = [n for n in names if n.endswith((".bin", ".pt", ".pth", ".ckpt"))]
-    if torch_like:
-        return f"found {torch_like[0]}: torch files are not read yet"
-    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-    return f"it holds {shown}"
+    # No safetensors weights: torch files, DCP, DeepSpeed, Megatron ... or unknown files,
+    # all shown by the training-state readers (an unknown layout is listed, not refused).
+    return Layout(path, path, "no-safetensors", ())
 
 
 def _from_index(path: str, root: str, index_name: str, names: list[str] | None = None) -> Layout:
@@ -84,8 +81,8 @@ def _from_index(path: str, root: str, index_name: str, names: list[str] | None =
         return Layout(path, root, "safetensors-index", shards, problems=(problem,))
     files = index.files
     if files and not any(f.endswith(".safetensors") for f in files):
-        raise NotACheckpoint(os.path.join(root, index_name),
-                             f"the index points at {files[0]}: torch shards are not read yet")
+        # pytorch_model.bin.index.json: torch shards, read as training-state files
+        return Layout(path, root, "no-safetensors", ())
     problems = []
     safe = []
     for f in files:
@@ -107,6 +104,19 @@ def _from_index(path: str, root: str, index_name: str, names: list[str] | None =
                      and n.startswith(stem + "-"))
     return Layout(path, root, "safetensors-index", tuple(sorted(safe, key=natural_key)), index,
                   unlisted, tuple(problems))
+
+
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
+
+
+def _sniff_pickle(path: str) -> bool:
+    """A torch zip (PK) or a pickle (protocol 2+ starts with 0x80)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
 
 
 def _sniff_safetensors(path: str) -> bool:

@@ -106,3 +106,4 @@ class DcpCheckpoint:
     files: dict[str, int] = field(default_factory=dict)  # rank file -> size on disk
     version: str | None = None
     problems: tuple = ()  # tuple[model.Problem, ...]
+    unsafe: tuple[str, ...] = ()  # dotted names in .metadata that could run code (never run)

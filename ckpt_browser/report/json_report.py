@@ -22,3 +22,87 @@ def inspect_doc(ckpt: Checkpoint) -> dict:
         "problems": [{"severity": p.severity, "file": p.file, "message": p.message}
                      for p in ckpt.problems],
     }
+
+
+def state_doc(training) -> dict:
+    """Framework, step, and the seven components (issue 4's schema plus "facts")."""
+    return {
+        "framework": training.framework,
+        "step": training.step,
+        "epoch": training.epoch,
+        "ranks": training.ranks,
+        "components": {k: {"status": c.status, "files": list(c.files), "detail": c.detail,
+                           "facts": c.facts} for k, c in training.components.items()},
+    }
+
+
+def state_tensors(training) -> list[dict]:
+    """Tensors inside torch files and DCP folders, listed like safetensors ones."""
+    from ckpt_browser.analysis.roles import component_of
+    from ckpt_browser.model import DTYPE_BITS
+    from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile
+
+    rows = []
+    for f in training.files:
+        if isinstance(f, PickleFile):
+            for path, t in f.tensors:
+                nbytes = t.numel * DTYPE_BITS.get(t.dtype, 8) // 8
+                offsets = None
+                if t.storage_key in f.storages:
+                    begin = f.storages[t.storage_key][0] + \
+                        t.storage_offset * max(DTYPE_BITS.get(t.dtype, 8) // 8, 1)
+                    offsets = (begin, begin + nbytes)
+                rows.append({"name": path, "dtype": t.dtype, "shape": t.shape, "nbytes": nbytes,
+                             "file": f.name, "offsets": offsets,
+                             "component": component_of(training, f.name, path)})
+        elif isinstance(f, DcpCheckpoint):
+            prefix = f"{f.folder}/" if f.folder else ""
+            for key, e in f.entries.items():
+                if e.kind != "tensor":
+                    continue
+                bits = DTYPE_BITS.get(e.dtype, 8)
+                for c in e.chunks:
+                    numel = 1
+                    for d in c.sizes:
+                        numel *= d
+                    rows.append({"name": key, "dtype": e.dtype, "shape": c.sizes,
+                                 "nbytes": numel * bits // 8, "file": prefix + (c.file or "?"),
+                                 "offsets": (c.offset, c.offset + c.length)
+                                 if c.offset is not None else None,
+                                 "global_shape": e.shape, "chunk_offsets": c.offsets,
+                                 "component": component_of(training, f.folder or ".", key)})
+    return rows
+
+
+def full_doc(ckpt: Checkpoint, training, timeline=None) -> dict:
+    """`inspect --json`: the weights document plus training state; totals count weights only
+    (safetensors tensors and state-file tensors that belong to the weights component)."""
+    doc = inspect_doc(ckpt)
+    if training is None:
+        return doc
+    extra = state_tensors(training)
+    doc["tensors"].extend(extra)
+    if not ckpt.layout.files:
+        doc["format"] = training.framework
+    totals = doc["totals"]
+    for t in extra:
+        if t["component"] != "weights":
+            continue
+        params = 1
+        for d in t["shape"]:
+            params *= d
+        row = totals["by_dtype"].setdefault(t["dtype"], {"tensors": 0, "params": 0, "bytes": 0})
+        row["tensors"] += 1
+        row["params"] += params
+        row["bytes"] += t["nbytes"]
+        totals["tensors"] += 1
+        totals["params"] += params
+        totals["bytes"] += t["nbytes"]
+    totals["by_dtype"] = dict(sorted(totals["by_dtype"].items()))
+    doc.update(state_doc(training))
+    doc["problems"].extend({"severity": p.severity, "file": p.file, "message": p.message}
+                           for p in training.problems)
+    if timeline:
+        doc["timeline"] = [{"name": e.name, "step": e.step, "mtime": e.mtime, "kind": e.kind}
+                           for e in timeline]
+    return doc

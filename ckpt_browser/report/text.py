@@ -49,3 +49,27 @@ def inspect_text(ckpt: Checkpoint) -> str:
         lines += ["", f"problems ({len(ckpt.problems)})"]
         lines += [f"  {p.line()}" for p in ckpt.problems]
     return "\n".join(printable(line) for line in lines)
+
+
+def state_text(training) -> str:
+    lines = ["", f"training state ({training.framework}"
+             + (f", step {training.step}" if training.step is not None else "")
+             + (f", {training.ranks} ranks" if training.ranks else "") + ")"]
+    for kind, c in training.components.items():
+        files = ", ".join(c.files) or "-"
+        lines.append(f"  {kind:<10} {c.status:<11} {files}")
+        if c.detail:
+            lines.append(f"  {'':<10} {c.detail}")
+    if training.problems:
+        lines += ["", f"training-state problems ({len(training.problems)})"]
+        lines += [f"  {p.line()}" for p in training.problems]
+    return "\n".join(printable(line) for line in lines)
+
+
+def timeline_text(entries, chosen: str) -> str:
+    lines = [f"timeline: {len(entries)} checkpoints, showing {chosen} (use --checkpoint NAME)"]
+    for e in entries:
+        mark = "*" if e.path == chosen else " "
+        step = f"{e.counter}{e.step}" if e.step is not None else ""
+        lines.append(f" {mark} {e.name:<32} {step:<14} {e.kind}")
+    return "\n".join(printable(line) for line in lines)

@@ -16,9 +16,11 @@ from textual.worker import Worker, WorkerState
 from ckpt_browser.analysis.modules import build_modules
 from ckpt_browser.model import Layout
 from ckpt_browser.readers import finish, iter_shards
-from ckpt_browser.tui.messages import FilterReady, HeadersRead, LoadFinished, ModulesReady
+from ckpt_browser.tui.messages import (FilterReady, HeadersRead, LoadFinished, ModulesReady,
+                                       TrainingRead)
 from ckpt_browser.tui.screens.help import HelpScreen
 from ckpt_browser.tui.screens.problems import ProblemsScreen
+from ckpt_browser.tui.screens.timeline import TimelineScreen
 from ckpt_browser.tui.state import BrowseState
 from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
 from ckpt_browser.tui.widgets.details import Details
@@ -32,14 +34,17 @@ class BrowserApp(App[int]):
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear", show=False),
         Binding("m", "toggle_view", "View"),
+        Binding("t", "training_view", "State"),
         Binding("p", "problems", "Problems"),
         Binding("question_mark", "help", "Help"),
+        Binding("c", "timeline", "Checkpoints"),
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, timeline: tuple[str, list] | None = None) -> None:
         super().__init__()
         self.state = BrowseState(layout)
+        self.timeline = timeline  # (folder, entries) when opened on a folder of checkpoints
         self._cancel = threading.Event()
 
     def compose(self) -> ComposeResult:
@@ -52,12 +57,52 @@ class BrowserApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._tree.border_title = "by shard"
         self.query_one(Details).border_title = "details"
-        self._rebuild_tree()
-        self._summary.refresh_summary()
         self._tree.focus()
+        self._start()
+        if self.timeline:
+            self.action_timeline()
+
+    def _start(self) -> None:
+        """Show the current state's skeleton and start reading it."""
+        self._set_mode("shard" if self.state.layout.files else "state")
+        self._summary.refresh_summary()
         self.load_headers()
+        self.load_training()
+
+    def open_checkpoint(self, path: str) -> None:
+        """Switch to another checkpoint (from the timeline); stale workers are ignored."""
+        from ckpt_browser.errors import CheckpointError
+        from ckpt_browser.readers import open_layout
+
+        try:
+            layout = open_layout(path)
+        except CheckpointError as e:
+            self.notify(str(e), title="Cannot open", severity="error", timeout=10)
+            return
+        self._cancel.set()
+        self._cancel = threading.Event()
+        self.state = BrowseState(layout)
+        for widget in (self._tree, self._summary, self.query_one(Details)):
+            widget.state = self.state
+        self.query_one("#filter", Input).value = ""
+        self._start()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """"Checkpoints" is offered (footer, palette) only for a folder of checkpoints."""
+        return bool(self.timeline) if action == "timeline" else True
+
+    def action_timeline(self) -> None:
+        if not self.timeline:
+            self.notify("This is a single checkpoint, not a folder of them.", timeout=4)
+            return
+        folder, entries = self.timeline
+
+        def chosen(path: str | None) -> None:
+            if path and path != self.state.layout.path:
+                self.open_checkpoint(path)
+
+        self.push_screen(TimelineScreen(folder, entries), chosen)
 
     def on_unmount(self) -> None:
         self._cancel.set()
@@ -73,18 +118,30 @@ class BrowserApp(App[int]):
     # -- loading: the worker computes, handlers mutate ---------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="load")
     def load_headers(self) -> None:
+        state, cancel = self.state, self._cancel
         shards = []
-        for batch in iter_shards(self.state.layout, self._cancel):
+        for batch in iter_shards(state.layout, cancel):
             shards.extend(batch)
-            self.post_message(HeadersRead(batch))
-        if not self._cancel.is_set():
-            ckpt = finish(self.state.layout, shards)
+            self.post_message(HeadersRead(state, batch))
+        if not cancel.is_set():
+            ckpt = finish(state.layout, shards)
             ckpt.totals  # noqa: B018 - add up here, off the UI thread
-            self.post_message(LoadFinished(ckpt))
-            self.post_message(ModulesReady(build_modules(ckpt.tensors)))
+            self.post_message(LoadFinished(state, ckpt))
+            self.post_message(ModulesReady(state, build_modules(ckpt.tensors)))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="training")
+    def load_training(self) -> None:
+        """Optimizer, scheduler, RNG ... read after the weights: a failure here leaves
+        the weights browsable."""
+        from ckpt_browser.analysis.components import training_state
+
+        state = self.state
+        self.post_message(TrainingRead(state, training_state(state.layout.path)))
 
     @on(HeadersRead)
     def _headers_read(self, message: HeadersRead) -> None:
+        if message.state is not self.state:
+            return
         self.state.add(message.batch)
         self._tree.refresh_shards([s.name for s in message.batch])
         self._summary.refresh_summary()
@@ -92,18 +149,36 @@ class BrowserApp(App[int]):
 
     @on(LoadFinished)
     def _load_finished(self, message: LoadFinished) -> None:
+        if message.state is not self.state:
+            return
         self.state.checkpoint = message.checkpoint
         if self._tree.mode == "shard":  # the module view waits for ModulesReady
             self._tree.refresh_shards(self.state.layout.files)
         self._summary.refresh_summary()
         self._refresh_details()
-        errors = sum(p.severity == "error" for p in message.checkpoint.problems)
+        self._report_errors()
+
+    def _report_errors(self) -> None:
+        errors = sum(p.severity == "error" for p in self.state.problems)
         if errors:
             self.notify(f"{errors} error(s) found: press p to list them", title="Damaged",
                         severity="error", timeout=8)
 
+    @on(TrainingRead)
+    def _training_read(self, message: TrainingRead) -> None:
+        if message.state is not self.state:
+            return
+        self.state.training = message.training
+        if self._tree.mode == "state":
+            self._rebuild_tree()
+        if message.training.problems and self.state.loaded:
+            self._report_errors()
+        self._summary.refresh_summary()
+
     @on(ModulesReady)
     def _modules_ready(self, message: ModulesReady) -> None:
+        if message.state is not self.state:
+            return
         self.state.modules = message.modules
         if self._tree.mode == "module":
             self._rebuild_tree()
@@ -168,11 +243,17 @@ class BrowserApp(App[int]):
         self._tree.focus()
 
     # -- views and screens --------------------------------------------------------------
-    def action_toggle_view(self) -> None:
+    def _set_mode(self, mode: str) -> None:
         tree = self._tree
-        tree.mode = "module" if tree.mode == "shard" else "shard"
-        tree.border_title = f"by {tree.mode}"
+        tree.mode = mode
+        tree.border_title = "training state" if mode == "state" else f"by {mode}"
         self._rebuild_tree()
+
+    def action_toggle_view(self) -> None:
+        self._set_mode("module" if self._tree.mode == "shard" else "shard")
+
+    def action_training_view(self) -> None:
+        self._set_mode("shard" if self._tree.mode == "state" else "state")
 
     def action_problems(self) -> None:
         self.push_screen(ProblemsScreen(self.state.problems))
@@ -183,13 +264,18 @@ class BrowserApp(App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Switch view", "Tree by shard or by module (m)", self.action_toggle_view)
+        yield SystemCommand("Training state", "Optimizer, scheduler, RNG, data, progress (t)",
+                            self.action_training_view)
         yield SystemCommand("Filter names", "Substring or glob over tensor names (/)",
                             self.action_filter)
         yield SystemCommand("Clear filter", "Show every tensor again (Esc)", self.action_clear_filter)
         yield SystemCommand("Show problems", "Every problem found, by file (p)", self.action_problems)
         yield SystemCommand("Help: keys", "What each key does (?)", self.action_help)
+        if self.timeline:
+            yield SystemCommand("Checkpoints", "Pick another checkpoint of this folder (c)",
+                                self.action_timeline)
 
 
-def make_app(layout: Layout) -> BrowserApp:
+def make_app(layout: Layout, timeline: tuple[str, list] | None = None) -> BrowserApp:
     """The one factory used by the CLI and by every test."""
-    return BrowserApp(layout)
+    return BrowserApp(layout, timeline)

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from ckpt_browser.analysis.modules import ModuleNode
-from ckpt_browser.model import Checkpoint, ShardInfo
+from ckpt_browser.model import Checkpoint, ShardInfo, TrainingState
+from ckpt_browser.tui.state import BrowseState
 
 
 @dataclass
 class HeadersRead(Message):
     """A batch of shard headers has been read."""
 
+    state: BrowseState  # which load this belongs to: a newer checkpoint may be open
     batch: list[ShardInfo]
 
 
@@ -21,6 +23,7 @@ class HeadersRead(Message):
 class LoadFinished(Message):
     """Every header is read and the cross-checks have run."""
 
+    state: BrowseState
     checkpoint: Checkpoint
 
 
@@ -28,6 +31,7 @@ class LoadFinished(Message):
 class ModulesReady(Message):
     """The whole module tree, built after loading so the module view opens at once."""
 
+    state: BrowseState
     modules: ModuleNode
 
 
@@ -36,3 +40,11 @@ class FilterReady(Message):
     """A filter pattern's matches are computed; the tree can show them at once."""
 
     pattern: str
+
+
+@dataclass
+class TrainingRead(Message):
+    """The training state (optimizer, scheduler, RNG ...) has been read."""
+
+    state: BrowseState
+    training: TrainingState

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from ckpt_browser.analysis.filter import name_matcher
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
-from ckpt_browser.model import ERROR, Checkpoint, Layout, ShardInfo, TensorInfo, Totals, natural_key
+from ckpt_browser.model import (ERROR, Checkpoint, Layout, ShardInfo, TensorInfo, Totals,
+                                 TrainingState, natural_key)
 
 
 @dataclass
@@ -19,6 +20,7 @@ class BrowseState:
     shards: dict[str, ShardInfo] = field(default_factory=dict)
     checkpoint: Checkpoint | None = None  # set once every header is read
     modules: ModuleNode | None = None  # the whole module tree, built off the UI thread
+    training: TrainingState | None = None  # read after the weights' headers
     pattern: str = ""
 
     def __post_init__(self) -> None:
@@ -49,12 +51,13 @@ class BrowseState:
     # -- what to show ----------------------------------------------------
     @property
     def problems(self):
+        extra = self.training.problems if self.training is not None else ()
         if self.checkpoint is not None:
-            return self.checkpoint.problems
+            return self.checkpoint.problems + tuple(extra)
         found = list(self.layout.problems)
         for shard in self.shards.values():
             found.extend(shard.problems)
-        return tuple(found)
+        return tuple(found) + tuple(extra)
 
     def totals(self) -> Totals:
         total = Totals()

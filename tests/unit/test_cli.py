@@ -153,24 +153,7 @@ def _text(tmp):
     return p, "not a safetensors file"
 
 
-def _optimizer(tmp):
-    return RUN6 / "optimizer.pt", "not a safetensors file"
-
-
-def _torch_only(tmp):
-    folder = copy_sample(RUN6, tmp / "torch-only",
-                         skip=(INDEX, *SHARDS, "config.json", "generation_config.json"))
-    return folder, "torch"
-
-
-def _bin_index(tmp):
-    write_index(tmp, {"a": "pytorch_model-00001-of-00001.bin"})
-    return tmp, ".bin"
-
-
-NOT_A_CHECKPOINT = {"missing path": _missing, "empty folder": _empty, "text file": _text,
-                    "optimizer.pt": _optimizer, "folder of torch files": _torch_only,
-                    "index of .bin files": _bin_index}
+NOT_A_CHECKPOINT = {"missing path": _missing, "empty folder": _empty, "text file": _text}
 
 
 @pytest.mark.parametrize("case", NOT_A_CHECKPOINT, ids=list(NOT_A_CHECKPOINT))
@@ -290,21 +273,37 @@ TOTAL_KEYS = {"tensors", "params", "bytes", "by_dtype"}
 PROBLEM_KEYS = {"severity", "file", "message"}
 
 
+STATE_KEYS = {"framework", "step", "epoch", "ranks", "components"}
+COMPONENT_KEYS = {"status", "files", "detail", "facts"}
+
+
 def check_contract(doc: dict) -> None:
-    assert set(doc) == {"path", "format", "files", "tensors", "totals", "problems"}
+    assert set(doc) - {"timeline"} == {"path", "format", "files", "tensors", "totals",
+                                       "problems"} | STATE_KEYS
     assert isinstance(doc["path"], str) and isinstance(doc["format"], str)
     for f in doc["files"]:
         assert set(f) == FILE_KEYS
         assert f["error"] is None or isinstance(f["error"], str)
     for t in doc["tensors"]:
-        assert set(t) == TENSOR_KEYS
-        assert isinstance(t["shape"], list) and len(t["offsets"]) == 2
-        assert t["nbytes"] == t["offsets"][1] - t["offsets"][0]
+        if t["file"].endswith(".safetensors"):
+            assert set(t) == TENSOR_KEYS
+            assert t["nbytes"] == t["offsets"][1] - t["offsets"][0]
+        else:  # tensors inside torch files and DCP folders also say which component holds them
+            assert set(t) >= TENSOR_KEYS | {"component"}
+        assert isinstance(t["shape"], list)
+        assert t["offsets"] is None or len(t["offsets"]) == 2
     assert set(doc["totals"]) == TOTAL_KEYS
     for row in doc["totals"]["by_dtype"].values():
         assert set(row) == {"tensors", "params", "bytes"}
     for p in doc["problems"]:
         assert set(p) == PROBLEM_KEYS and p["severity"] in {"error", "warning", "info"}
+    for c in doc["components"].values():
+        assert set(c) == COMPONENT_KEYS
+
+
+def weights_of(doc: dict) -> dict:
+    return {t["name"]: (t["dtype"], tuple(t["shape"]), t["file"]) for t in doc["tensors"]
+            if t["file"].endswith(".safetensors")}
 
 
 def test_json_of_the_sample_follows_the_contract_and_matches_safe_open():
@@ -314,8 +313,9 @@ def test_json_of_the_sample_follows_the_contract_and_matches_safe_open():
     check_contract(doc)
 
     assert doc["path"] == str(RUN6) and doc["format"] == "safetensors-index"
-    assert {t["name"]: (t["dtype"], tuple(t["shape"]), t["file"]) for t in doc["tensors"]} \
-        == reference_map(RUN6, SHARDS)
+    assert weights_of(doc) == reference_map(RUN6, SHARDS)
+    # optimizer.pt's tensors are listed too, as the optimizer's
+    assert {t["component"] for t in doc["tensors"] if t["file"] == "optimizer.pt"} == {"optimizer"}
     assert doc["totals"] == reference_totals(RUN6 / s for s in SHARDS)
     assert [f["path"] for f in doc["files"]] == list(SHARDS)
     for f in doc["files"]:
@@ -370,7 +370,7 @@ def test_inspect_without_a_path_inspects_the_bundled_sample(tmp_path):
     sample = Path(doc["path"])
     assert sample.is_dir() and doc["path"].endswith(DEFAULT_SAMPLE)
     shards = sorted(p.name for p in sample.glob("*.safetensors"))
-    assert {t["name"] for t in doc["tensors"]} == set(reference_map(sample, shards))
+    assert set(weights_of(doc)) == set(reference_map(sample, shards))
 
 
 # --- argparse -------------------------------------------------------------------------------------

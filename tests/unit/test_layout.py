@@ -143,18 +143,22 @@ def test_text_file(tmp_path):
     assert "not a safetensors file" in e.value.problem and "notes.txt" in str(e.value)
 
 
-def test_optimizer_pt_is_not_a_safetensors_checkpoint():
-    with pytest.raises(NotACheckpoint) as e:
-        open_layout(str(RUN6 / "optimizer.pt"))
-    assert "optimizer.pt" in str(e.value) and "safetensors" in e.value.problem
+def test_torch_file_opens_with_no_safetensors_weights():
+    # issue 3: torch files are read by the training-state readers, not refused
+    layout = open_layout(str(RUN6 / "optimizer.pt"))
+    assert layout.format == "torch" and layout.files == ()
 
 
-def test_folder_with_only_torch_files(tmp_path):
+def test_folder_with_only_torch_files_opens_without_weights(tmp_path):
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json"):
         shutil.copy(RUN6 / name, tmp_path / name)
-    with pytest.raises(NotACheckpoint) as e:
-        open_layout(str(tmp_path))
-    assert "torch" in e.value.problem and re.search(r"\.pth?\b", e.value.problem)
+    layout = open_layout(str(tmp_path))
+    assert layout.format == "no-safetensors" and layout.files == ()
+
+
+def test_unknown_folder_is_listed_not_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    assert open_layout(str(tmp_path)).format == "no-safetensors"
 
 
 def test_folder_that_cannot_be_listed(tmp_path, monkeypatch):
@@ -314,9 +318,8 @@ def test_index_pointing_at_bin_files(tmp_path):
     write_index(tmp_path, {"a": "pytorch_model-00001-of-00002.bin",
                            "b": "pytorch_model-00002-of-00002.bin"})
     for target in (tmp_path, tmp_path / INDEX):
-        with pytest.raises(NotACheckpoint) as e:
-            open_layout(str(target))
-        assert ".bin" in e.value.problem and INDEX in str(e.value)
+        layout = open_layout(str(target))
+        assert layout.format == "no-safetensors" and layout.files == ()
 
 
 def test_one_bad_shard_does_not_stop_the_others(tmp_path):

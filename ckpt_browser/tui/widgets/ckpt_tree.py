@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from rich.text import Text
 from textual import events, on
 from textual.binding import Binding
 from textual.widgets import Input, Tree
 
 from ckpt_browser.analysis.modules import ModuleNode
-from ckpt_browser.model import TensorInfo
 from ckpt_browser.tui.labels import module_label, shard_label, tensor_label
+from ckpt_browser.tui import state_view
+from ckpt_browser.tui.refs import Ref
 from ckpt_browser.tui.state import BrowseState
-
-
-@dataclass(frozen=True)
-class Ref:
-    """What a tree node stands for; the details pane renders it."""
-
-    kind: str  # "root" | "shard" | "tensor" | "module"
-    shard: str | None = None
-    tensor: TensorInfo | str | None = None
-    module: ModuleNode | None = None
 
 
 class CheckpointTree(Tree[Ref]):
@@ -45,8 +35,12 @@ class CheckpointTree(Tree[Ref]):
                 if not self.state.pattern or self.state.tensors_of(name):
                     self._shard_nodes[name] = self.root.add(self._shard_text(name),
                                                             data=Ref("shard", name))
-        else:
+        elif self.mode == "module":
             self._add_module_children(self.root, self.state.module_tree())
+        elif self.state.training is None:
+            self.root.add_leaf(Text("reading the training state…", style="dim"), data=Ref("more"))
+        else:
+            self._add_items(self.root, state_view.component_items(self.state.training))
         self.root.expand()
         self.cursor_line = 0
 
@@ -74,9 +68,19 @@ class CheckpointTree(Tree[Ref]):
         for t in module.sorted_tensors():
             parent.add_leaf(tensor_label(t, short=True), data=Ref("tensor", t.file, t))
 
+    def _add_items(self, parent, items) -> None:
+        for item in items:
+            if item.expandable:
+                parent.add(item.label, data=item.ref)
+            else:
+                parent.add_leaf(item.label, data=item.ref)
+
     def _fill(self, node) -> None:
         ref = node.data
-        if ref.kind == "shard":
+        if self.mode == "state" and self.state.training is not None:
+            self._add_items(node, state_view.children(self.state.training, ref,
+                                                      self.state.pattern))
+        elif ref.kind == "shard":
             for t in self.state.tensors_of(ref.shard):
                 node.add_leaf(tensor_label(t), data=Ref("tensor", ref.shard, t))
         elif ref.kind == "module":

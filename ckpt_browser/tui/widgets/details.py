@@ -13,7 +13,8 @@ from ckpt_browser.readers.safetensors import MAGIC_LEN
 from ckpt_browser.report.escape import printable
 from ckpt_browser.report.text import count, size
 from ckpt_browser.tui.state import BrowseState
-from ckpt_browser.tui.widgets.ckpt_tree import Ref
+from ckpt_browser.tui.refs import Ref
+from ckpt_browser.tui.state_details import STATE_KINDS, state_details
 
 
 def _kv(rows) -> Table:
@@ -49,6 +50,8 @@ def render(state: BrowseState, ref: Ref | None):
         return _tensor(state, ref)
     if ref.kind == "shard":
         return _shard(state, ref.shard)
+    if ref.kind in STATE_KINDS:
+        return state_details(ref)
     m = ref.module
     return Group(Text(printable(m.path), style="bold"),
                  _kv([("tensors", f"{m.totals.tensors:,}"),

@@ -1,0 +1,281 @@
+"""torch.distributed.checkpoint folders: `.metadata` + `__{rank}_{i}.distcp` (catalog section 4).
+
+`.metadata` is a bare pickle that torch reads with plain `pickle.load`. We read it with the
+restricted unpickler and exactly the catalog's allowlist, mapped to local records: torch and
+torch.distributed are never imported, and no process group is needed. Rank files are only
+stat'ed: every byte range the metadata names must lie inside its file.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+
+from ckpt_browser.model import ERROR, INFO, WARNING, Problem, natural_key
+from ckpt_browser.readers.pickle_safe import DTYPE_GLOBALS, Unpickled, short, torch_layout, \
+    torch_size, unpickle
+from ckpt_browser.readers.standins import DcpCheckpoint, DcpChunk, DcpEntry
+
+METADATA = ".metadata"
+MAX_METADATA_BYTES = 256 * 2**20  # thousands of ranks x thousands of tensors, one chunk each
+MAX_METADATA_OPS = 64_000_000
+RANK_METADATA = re.compile(r"^__(\d+)\.metadata$")
+MAX_RANGE_PROBLEMS = 10
+
+
+class _Record:
+    """A DCP metadata dataclass, rebuilt from its pickled state. Extra attributes (Megatron's
+    mcore_data) are kept; missing ones read as None."""
+
+    __slots__ = ("kind", "fields")
+
+    def __init__(self, kind: str):
+        self.kind, self.fields = kind, {}
+
+    def _pickle_build(self, state) -> None:
+        if type(state) is tuple and len(state) == 2 and type(state[1]) is dict:
+            state = {**(state[0] if type(state[0]) is dict else {}), **state[1]}
+        if type(state) is dict:
+            self.fields.update((k, v) for k, v in state.items() if type(k) is str)
+        elif self.kind == "TensorProperties" and type(state) is tuple and len(state) == 5:
+            names = ("dtype", "layout", "requires_grad", "memory_format", "pin_memory")
+            self.fields.update(zip(names, state))
+
+    def get(self, name: str):
+        return self.fields.get(name)
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} {short(self.fields)}>"
+
+
+class _Index(_Record):
+    """MetadataIndex: a dict key in storage_data, equal by (fqn, offset) like the real one."""
+
+    __slots__ = ()
+
+    def key(self) -> tuple[str | None, tuple[int, ...] | None]:
+        """Flat by construction (a str and ints), so hashing it cannot recurse."""
+        fqn = self.fields.get("fqn")
+        return fqn if type(fqn) is str else None, _dims(self.fields.get("offset"))
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Index and self.key() == other.key()
+
+
+def _record(kind: str, cls=_Record):
+    def make(u, args):
+        return cls(kind)
+    return make
+
+
+def _mem_format(u, args):  # _MEM_FORMAT_ENCODING(0)
+    names = {0: "torch.contiguous_format", 1: "torch.channels_last", 2: "torch.preserve_format"}
+    return names.get(args[0], f"memory format {short(args[0])}") if len(args) == 1 else None
+
+
+def _path(sep: str):
+    def make(u, args):  # PosixPath(*parts) -> str
+        return sep.join(str(a) for a in args if type(a) is str).replace(sep + sep, sep)
+    return make
+
+
+_M = "torch.distributed.checkpoint.metadata."
+DCP_GLOBALS = {  # catalog section 10, safe_loading.dcp_metadata.allow_globals
+    **{_M + k: _record(k) for k in ("Metadata", "TensorStorageMetadata", "BytesStorageMetadata",
+                                    "ChunkStorageMetadata", "TensorProperties", "StorageMeta")},
+    _M + "MetadataIndex": _record("MetadataIndex", _Index),
+    _M + "_MEM_FORMAT_ENCODING": _mem_format,
+    "torch.distributed.checkpoint.filesystem._StorageInfo": _record("_StorageInfo"),
+    "torch.Size": torch_size,
+    "torch.serialization._get_layout": torch_layout,
+    **DTYPE_GLOBALS,
+    "pathlib.PosixPath": _path("/"),
+    "pathlib.WindowsPath": _path("\\"),
+}
+
+
+def read_dcp(folder: str, rel: str) -> DcpCheckpoint:
+    """Read a DCP folder's metadata and check its rank files. Never raises for bad content."""
+    def where(n: str) -> str:
+        return f"{rel}/{n}" if rel else n
+
+    try:
+        names = sorted(os.listdir(folder), key=natural_key)
+        files = {n: os.stat(os.path.join(folder, n)).st_size
+                 for n in names if n.endswith(".distcp")}
+    except OSError as e:
+        return DcpCheckpoint(rel, problems=(Problem(ERROR, rel or None, f"cannot list the DCP "
+                                                    f"folder: {e.strerror or e}"),))
+    problems: list[Problem] = []
+    if METADATA in names:
+        metas = [METADATA]
+    else:
+        metas = [n for n in names if RANK_METADATA.match(n)]
+        problems.append(_no_metadata(where, names, metas))
+    entries: dict[str, DcpEntry] = {}
+    version, unsafe, read_any = None, [], False
+    for meta in metas:
+        got = _read_metadata(os.path.join(folder, meta), where(meta))
+        problems.extend(got.problems)
+        unsafe.extend(u for u in got.unsafe if u not in unsafe)
+        if got.ok:
+            read_any = True
+            version = version or _version(got.obj)
+            _merge(entries, _entries(got.obj, where(meta), problems))
+    if read_any:
+        problems.extend(_check_files(entries, files, where))
+    return DcpCheckpoint(rel, entries, files, version, tuple(problems), tuple(unsafe))
+
+
+def _no_metadata(where, names: list[str], per_rank: list[str]) -> Problem:
+    tmp = [n for n in names if n.endswith(".metadata.tmp")]
+    if per_rank:
+        shown = ", ".join(per_rank[:3]) + (" ..." if len(per_rank) > 3 else "")
+        return Problem(WARNING, where(METADATA), f"no global .metadata; merged {len(per_rank)} "
+                       f"per-rank files ({shown}), written without collectives: cannot tell "
+                       "whether every rank finished")
+    note = f"; found {tmp[0]}: the save stopped while writing it" if tmp else ""
+    return Problem(ERROR, where(METADATA), f"incomplete: no .metadata (DCP writes it last){note}")
+
+
+def _read_metadata(path: str, name: str) -> Unpickled:
+    def fail(message: str) -> Unpickled:
+        return Unpickled(problems=(Problem(ERROR, name, message),))
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_METADATA_BYTES:
+                return fail(f"is {size:,} bytes, over the {MAX_METADATA_BYTES:,}-byte limit; "
+                            "not read")
+            data = f.read(MAX_METADATA_BYTES)
+    except OSError as e:
+        return fail(f"cannot read the file: {e.strerror or e}")
+    if not data:
+        return fail("empty .metadata (the save was interrupted?)")
+    got = unpickle(io.BytesIO(data), name, DCP_GLOBALS, storage_ids=None,
+                   max_ops=MAX_METADATA_OPS)
+    if got.ok and not _is(got.obj, "Metadata"):
+        got.problems += (Problem(ERROR, name, f"not DCP metadata: the pickle holds "
+                                 f"{short(got.obj)}"),)
+        got.ok = False
+    return got
+
+
+def _is(obj, kind: str) -> bool:
+    return isinstance(obj, _Record) and obj.kind == kind
+
+
+def _version(meta: _Record) -> str | None:
+    v = meta.get("version")
+    return v if type(v) is str else None
+
+
+def _entries(meta: _Record, name: str, problems: list[Problem]) -> dict[str, DcpEntry]:
+    sdm = meta.get("state_dict_metadata")
+    if type(sdm) is not dict:
+        problems.append(Problem(ERROR, name, "metadata has no state_dict_metadata"))
+        return {}
+    where = _storage_index(meta.get("storage_data"))
+    entries: dict[str, DcpEntry] = {}
+    unplaced: list[str] = []
+    for key, md in sdm.items():
+        key = str(key)
+        if _is(md, "TensorStorageMetadata"):
+            entries[key] = _tensor_entry(key, md, where, unplaced)
+        elif _is(md, "BytesStorageMetadata"):
+            chunk = _chunk((), (), where.get((key, None)))
+            if chunk.file is None:
+                unplaced.append(key)
+            entries[key] = DcpEntry(key, "bytes", chunks=(chunk,))
+        else:
+            problems.append(Problem(ERROR, name, f"entry {key!r}: unexpected metadata "
+                                    f"{short(md)}"))
+    if unplaced:
+        problems.append(Problem(ERROR, name, f"no storage location for {len(unplaced):,} "
+                                f"item(s), e.g. {unplaced[0]!r}: a load would fail"))
+    return entries
+
+
+def _tensor_entry(key: str, md: _Record, where: dict, unplaced: list[str]) -> DcpEntry:
+    props = md.get("properties")
+    dtype = props.get("dtype") if _is(props, "TensorProperties") else None
+    chunks = []
+    for ch in md.get("chunks") if type(md.get("chunks")) is list else ():
+        if not _is(ch, "ChunkStorageMetadata"):
+            unplaced.append(f"{key} chunk {short(ch)}")
+            continue
+        offsets, sizes = _dims(ch.get("offsets")), _dims(ch.get("sizes"))
+        chunk = _chunk(offsets or (), sizes or (), where.get((key, offsets)))
+        if chunk.file is None:
+            unplaced.append(f"{key} chunk at {offsets}")
+        chunks.append(chunk)
+    return DcpEntry(key, "tensor", dtype if type(dtype) is str else None,
+                    _dims(md.get("size")), tuple(chunks))
+
+
+def _dims(value) -> tuple[int, ...] | None:
+    if type(value) is tuple and all(type(d) is int and d >= 0 for d in value):
+        return value
+    return None
+
+
+def _storage_index(storage_data) -> dict[tuple, _Record]:
+    """(fqn, chunk offsets or None) -> _StorageInfo."""
+    if type(storage_data) is not dict:
+        return {}
+    return {k.key(): v for k, v in storage_data.items()
+            if type(k) is _Index and _is(v, "_StorageInfo")}
+
+
+def _chunk(offsets, sizes, info: _Record | None) -> DcpChunk:
+    if info is None:
+        return DcpChunk(offsets, sizes, None, None, None)
+    path, offset, length = info.get("relative_path"), info.get("offset"), info.get("length")
+    ok = type(path) is str and all(type(x) is int and x >= 0 for x in (offset, length))
+    return DcpChunk(offsets, sizes, path if ok else None, offset if ok else None,
+                    length if ok else None)
+
+
+def _merge(into: dict[str, DcpEntry], more: dict[str, DcpEntry]) -> None:
+    """Per-rank metadata files each describe that rank's chunks; a tensor's chunks add up."""
+    for key, entry in more.items():
+        old = into.get(key)
+        if old is None or old.kind != "tensor" or entry.kind != "tensor":
+            into.setdefault(key, entry)
+            continue
+        seen = {c.offsets for c in old.chunks}
+        extra = tuple(c for c in entry.chunks if c.offsets not in seen)
+        into[key] = DcpEntry(key, "tensor", old.dtype or entry.dtype, old.shape or entry.shape,
+                             old.chunks + extra)
+
+
+def _check_files(entries: dict[str, DcpEntry], files: dict[str, int], where) -> list[Problem]:
+    named: dict[str, int] = {}
+    past: dict[str, list] = {}
+    for entry in entries.values():
+        for c in entry.chunks:
+            if c.file is None:
+                continue
+            named[c.file] = named.get(c.file, 0) + 1
+            size = files.get(c.file)
+            if size is not None and c.offset + c.length > size:
+                past.setdefault(c.file, []).append((entry.key, c))
+    problems = []
+    for f, count in named.items():
+        if f not in files:
+            problems.append(Problem(ERROR, where(f), f"missing: the metadata places {count:,} "
+                                    f"item(s) in {f}, which does not exist"))
+    for f, hits in list(past.items())[:MAX_RANGE_PROBLEMS]:
+        key, c = min(hits, key=lambda hit: hit[1].offset)  # where the file's data stops
+        more = f" (and {len(hits) - 1:,} more ranges past the end)" if len(hits) > 1 else ""
+        problems.append(Problem(ERROR, where(f), f"{f} is {files[f]:,} bytes but the metadata "
+                                f"places {key} at {c.offset:,}-{c.offset + c.length:,}{more}"))
+    for f in files:
+        if f not in named:
+            problems.append(Problem(INFO, where(f), "not named by the metadata (left over from "
+                                    "another save?)"))
+    return problems

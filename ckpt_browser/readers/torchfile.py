@@ -1,0 +1,303 @@
+"""torch.save files (zip or legacy) and plain pickles, read without torch and without running them.
+
+A torch zip is opened with `zipfile`, which reads the central directory and, for data.pkl,
+one local header; each storage record is located by reading its 30-byte local header, never
+its data (catalog section 8). The legacy format is back-to-back pickles followed by the raw
+storages, each preceded by its 8-byte element count; those counts are the only bytes read
+past the pickles. Everything else is a plain pickle, capped at 64 MiB.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import zipfile
+from typing import Any, Iterator
+
+from ckpt_browser.model import ERROR, WARNING, Problem
+from ckpt_browser.readers.pickle_safe import (
+    ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, Unpickled, unpickle,
+)
+from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
+
+ZIP_MAGIC = b"PK\x03\x04"
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER
+LEGACY_MAGIC_OPS = b"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # LONG1 + 10 bytes, in any protocol
+MAX_CENTRAL_DIRECTORY = 256 * 2**20
+MAX_STORAGE_PROBLEMS = 10
+LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... name length, extra length
+READ_BUFFER = 1024  # a storage's 30-byte local header costs 1 KiB of reading, not 8
+
+
+def read_pickle_file(path: str, name: str) -> PickleFile:
+    """Read one torch or pickle file. Never raises for bad content; problems are recorded."""
+    try:
+        with open(path, "rb", buffering=READ_BUFFER) as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            f.seek(0)
+            if head.startswith(ZIP_MAGIC):
+                return _read_zip(f, name, size)
+            if head[:1] == b"\x80" and LEGACY_MAGIC_OPS in head[:40]:
+                return _read_legacy(f, name, size)
+            return _read_plain(f, name, size, head)
+    except FileNotFoundError:
+        return _failed(name, "pickle", None, "file does not exist")
+    except PermissionError:
+        return _failed(name, "pickle", None, "cannot read the file: permission denied")
+    except IsADirectoryError:
+        return _failed(name, "pickle", None, "is a folder, not a file")
+    except OSError as e:
+        return _failed(name, "pickle", None, f"cannot read the file: {e.strerror or e}")
+
+
+def walk(obj: Any, prefix: str = "", *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[str, Any]]:
+    """Yield (dotted path, value) for every leaf under obj, in container order.
+
+    Dict keys and list/tuple indices are joined by '.' (`state.0.exp_avg`). An Opaque is yielded
+    itself and then entered: its constructor args as `0`, `1` ..., its attributes by name. Empty
+    containers, sets, and anything on a cycle or deeper than max_depth are yielded as leaves.
+    Iterative: a deep graph cannot overflow the stack.
+    """
+    frames = [iter(((prefix, obj),))]
+    owners: list[int] = []  # ids of the containers being walked, outermost first
+    while frames:
+        for path, node in frames[-1]:
+            kids = _children(node)
+            enter = bool(kids) and id(node) not in owners and len(owners) < max_depth
+            if type(node) is Opaque or not enter:
+                yield path, node
+            if enter:
+                frames.append(iter([(f"{path}.{seg}" if path else seg, child)
+                                    for seg, child in kids]))
+                owners.append(id(node))
+                break
+        else:
+            frames.pop()
+            if owners:
+                owners.pop()
+
+
+def _children(node) -> list[tuple[str, Any]] | None:
+    kind = type(node)
+    if kind is dict:
+        return [(str(k), v) for k, v in node.items()]
+    if kind is list or kind is tuple:
+        return [(str(i), v) for i, v in enumerate(node)]
+    if kind is Opaque:
+        return [(str(i), v) for i, v in enumerate(node.args)] + list(node.fields.items())
+    return None
+
+
+def tensors_of(obj: Any) -> tuple[tuple[str, TensorRef], ...]:
+    return tuple((path, v) for path, v in walk(obj) if type(v) is TensorRef)
+
+
+def _failed(name: str, kind: str, size: int | None, message: str) -> PickleFile:
+    return PickleFile(name=name, kind=kind, size=size, problems=(Problem(ERROR, name, message),))
+
+
+def _result(name: str, kind: str, size: int, got: Unpickled, storages: dict,
+            problems: list[Problem]) -> PickleFile:
+    tensors = tensors_of(got.obj) if got.ok else ()
+    return PickleFile(name=name, kind=kind, obj=got.obj, tensors=tensors, unsafe=got.unsafe,
+                      size=size, storages=storages,
+                      problems=got.problems + tuple(problems) + _extent_problems(name, tensors))
+
+
+# -- torch zip -------------------------------------------------------------------------------
+
+def _read_zip(f, name: str, size: int) -> PickleFile:
+    try:
+        end = zipfile._EndRecData(f)  # the end-of-central-directory record, as ZipFile reads it
+        if end is None:
+            return _failed(name, "torch-zip", size, "truncated zip: no central directory at the "
+                           "end of the file (an interrupted save?)")
+        if end[zipfile._ECD_SIZE] > MAX_CENTRAL_DIRECTORY:
+            return _failed(name, "torch-zip", size, f"zip central directory claims "
+                           f"{end[zipfile._ECD_SIZE]:,} bytes, over the "
+                           f"{MAX_CENTRAL_DIRECTORY:,}-byte limit")
+        zf = zipfile.ZipFile(f)
+        root, info = _data_pkl(zf)
+        if info is None:
+            names = ", ".join(zf.namelist()[:5]) or "none"
+            return _failed(name, "torch-zip", size, f"zip without data.pkl: not a torch.save "
+                           f"file (entries: {names})")
+        if info.file_size > MAX_PICKLE_BYTES:
+            return _failed(name, "torch-zip", size, f"{info.filename} is {info.file_size:,} bytes, "
+                           f"over the {MAX_PICKLE_BYTES:,}-byte limit; not read")
+        with zf.open(info) as member:
+            data = member.read(MAX_PICKLE_BYTES + 1)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error,
+            NotImplementedError, RuntimeError) as e:  # RuntimeError: an encrypted entry
+        return _failed(name, "torch-zip", size, f"unreadable zip: {e}")
+    got = unpickle(io.BytesIO(data), name, storage_ids="zip")
+    problems = _byteorder(zf, root, name)
+    storages = _locate_zip(f, zf, root, got.storages, name, size, problems)
+    return _result(name, "torch-zip", size, got, storages, problems)
+
+
+def _data_pkl(zf: zipfile.ZipFile) -> tuple[str, zipfile.ZipInfo | None]:
+    """torch takes the archive's root folder from its first entry; any name goes."""
+    infos = zf.infolist()
+    if infos and "/" in infos[0].filename:
+        root = infos[0].filename.split("/", 1)[0]
+        info = zf.NameToInfo.get(f"{root}/data.pkl")
+        if info is not None:
+            return root, info
+    for info in infos:
+        parts = info.filename.split("/")
+        if len(parts) == 2 and parts[1] == "data.pkl":
+            return parts[0], info
+    return "", None
+
+
+def _byteorder(zf: zipfile.ZipFile, root: str, name: str) -> list[Problem]:
+    info = zf.NameToInfo.get(f"{root}/byteorder")
+    if info is None or info.file_size > 16:
+        return []
+    order = zf.read(info).decode("ascii", "replace").strip()
+    if order != "little":
+        return [Problem(WARNING, name, f"storages are {order}-endian; the sizes below still hold")]
+    return []
+
+
+def _locate_zip(f, zf, root, declared, name, size, problems) -> dict[str, tuple[int, int]]:
+    """Find each declared storage's bytes: one 30-byte local-header read per record."""
+    storages: dict[str, tuple[int, int]] = {}
+    bad: list[str] = []
+    for key, (tag, numel) in declared.items():
+        record = f"data/{key}"
+        info = zf.NameToInfo.get(f"{root}/{record}")
+        need = numel * ITEMSIZE[tag]
+        if info is None:
+            bad.append(f"storage record {record} is missing (a tensor needs {need:,} bytes)")
+            continue
+        if info.compress_type != zipfile.ZIP_STORED:
+            bad.append(f"storage record {record} is compressed (method {info.compress_type}); "
+                       "torch needs it stored")
+            continue
+        if info.file_size < need:
+            bad.append(f"storage record {record} has {info.file_size:,} bytes but the tensor "
+                       f"needs {need:,}")
+        f.seek(info.header_offset)
+        header = f.read(LOCAL_HEADER.size)
+        if len(header) < LOCAL_HEADER.size or header[:4] != ZIP_MAGIC:
+            bad.append(f"storage record {record}: no local header at byte {info.header_offset:,}")
+            continue
+        _, name_len, extra_len = LOCAL_HEADER.unpack(header)
+        start = info.header_offset + LOCAL_HEADER.size + name_len + extra_len
+        if start + info.file_size > size:
+            bad.append(f"storage record {record} runs to byte {start + info.file_size:,} but the "
+                       f"file has {size:,} (truncated?)")
+        storages[key] = (start, info.file_size)
+    problems.extend(_capped(bad, name, "storage records"))
+    return storages
+
+
+def _capped(messages: list[str], name: str, what: str) -> list[Problem]:
+    out = [Problem(ERROR, name, m) for m in messages[:MAX_STORAGE_PROBLEMS]]
+    if len(messages) > MAX_STORAGE_PROBLEMS:
+        out.append(Problem(ERROR, name, f"... and {len(messages) - MAX_STORAGE_PROBLEMS:,} more "
+                           f"{what} with problems"))
+    return out
+
+
+def _extent_problems(name: str, tensors) -> tuple[Problem, ...]:
+    """A tensor must end inside the storage the pickle declares for it."""
+    bad = []
+    for path, t in tensors:
+        if t.storage_numel is None or 0 in t.shape:
+            continue
+        last = t.storage_offset + sum((d - 1) * s for d, s in zip(t.shape, t.stride))
+        if last >= t.storage_numel:
+            bad.append(f"tensor {path} reaches element {last:,} of storage {t.storage_key}, "
+                       f"which holds {t.storage_numel:,}")
+    return tuple(_capped(bad, name, "tensors"))
+
+
+# -- legacy torch format ---------------------------------------------------------------------
+
+def _read_legacy(f, name: str, size: int) -> PickleFile:
+    def small(what: str):
+        got = unpickle(CappedReader(f, 2**16), name, {}, storage_ids=None)
+        if not got.ok:
+            raise _LegacyError(f"legacy torch file: cannot read the {what}: "
+                               f"{got.problems[-1].message}")
+        return got.obj
+
+    try:
+        if small("magic number") != LEGACY_MAGIC:
+            raise _LegacyError("legacy torch file: wrong magic number")
+        if small("protocol version") != 1001:
+            raise _LegacyError("legacy torch file: unknown protocol version")
+        info = small("system info")
+        problems = []
+        if type(info) is dict and info.get("little_endian") is False:
+            problems.append(Problem(WARNING, name, "saved on a big-endian machine"))
+    except _LegacyError as e:
+        return _failed(name, "torch-legacy", size, str(e))
+    got = unpickle(CappedReader(f, MAX_PICKLE_BYTES), name, storage_ids="legacy")
+    storages = _locate_legacy(f, got.storages, name, size, problems) if got.ok else {}
+    return _result(name, "torch-legacy", size, got, storages, problems)
+
+
+class _LegacyError(Exception):
+    pass
+
+
+def _locate_legacy(f, declared, name, size, problems) -> dict[str, tuple[int, int]]:
+    """After the object: a pickled list of storage keys, then per key an 8-byte element count
+    and the raw bytes. Only the counts are read."""
+    keys = unpickle(CappedReader(f, MAX_PICKLE_BYTES), name, {}, storage_ids=None)
+    if not keys.ok or type(keys.obj) is not list:
+        problems.append(Problem(ERROR, name, "legacy torch file: the list of storage keys "
+                                "after the object is missing or unreadable (truncated?)"))
+        return {}
+    storages: dict[str, tuple[int, int]] = {}
+    bad: list[str] = []
+    pos = f.tell()
+    for key in keys.obj:
+        tag, numel = declared.get(key, ("U8", None))
+        f.seek(pos)
+        count = f.read(8)
+        if len(count) < 8:
+            bad.append(f"storage {key} starts at byte {pos:,}, past the end of the file "
+                       "(truncated?)")
+            break
+        (stored,) = struct.unpack("<q", count)
+        length = max(stored, 0) * ITEMSIZE[tag]
+        if numel is not None and stored < numel:
+            bad.append(f"storage {key} holds {stored:,} elements but the tensor needs {numel:,}")
+        if pos + 8 + length > size:
+            bad.append(f"storage {key} runs to byte {pos + 8 + length:,} but the file has "
+                       f"{size:,} (truncated?)")
+        storages[key] = (pos + 8, length)
+        pos += 8 + length
+    missing = [k for k in declared if k not in storages and k not in keys.obj]
+    bad.extend(f"storage {k} is declared by a tensor but not stored" for k in missing)
+    problems.extend(_capped(bad, name, "storages"))
+    return storages
+
+
+# -- plain pickle ----------------------------------------------------------------------------
+
+def _read_plain(f, name: str, size: int, head: bytes) -> PickleFile:
+    if size == 0:
+        return _failed(name, "pickle", size, "empty file: not a torch file or pickle")
+    if size > MAX_PICKLE_BYTES:
+        return _failed(name, "pickle", size, f"pickle is {size:,} bytes, over the "
+                       f"{MAX_PICKLE_BYTES:,}-byte limit; not read")
+    buf = io.BytesIO(f.read(MAX_PICKLE_BYTES))
+    got = unpickle(buf, name, storage_ids=None)
+    framed = len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5  # PROTO 2..5
+    if not got.ok and not framed:
+        return _failed(name, "pickle", size, f"not a torch file or pickle "
+                       f"({got.problems[-1].message})")
+    problems = []
+    rest = size - buf.tell()  # the reader stops right after the STOP opcode
+    if got.ok and rest > 0:
+        problems.append(Problem(WARNING, name, f"{rest:,} bytes after the end of the pickle "
+                                "(more pickles?); not read"))
+    return _result(name, "pickle", size, got, {}, problems)

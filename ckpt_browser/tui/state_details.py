@@ -1,0 +1,127 @@
+"""Details pane for the training-state tree: components, files, values, DCP entries."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ckpt_browser.model import DTYPE_BITS
+from ckpt_browser.readers.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray, Opaque,
+                                           PickleFile, TensorRef, UnsafeCall)
+from ckpt_browser.report.escape import printable
+from ckpt_browser.report.text import size
+from ckpt_browser.tui.refs import Ref
+from ckpt_browser.tui.state_view import STATUS_STYLE, file_name
+
+STATE_KINDS = {"component", "file", "value", "dcp-entry", "more"}
+
+
+def _kv(rows) -> Table:
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for k, v in rows:
+        table.add_row(k, printable(str(v)))
+    return table
+
+
+def _facts(facts: dict) -> Text:
+    """Facts as indented JSON: readable without colour, copyable."""
+    lines = json.dumps(facts, indent=1, default=str).splitlines() if facts else []
+    return Text("\n".join(printable(line) for line in lines))
+
+
+def state_details(ref: Ref):
+    if ref.kind == "component":
+        return _component(ref)
+    if ref.kind == "file":
+        return _file(ref.file)
+    if ref.kind == "dcp-entry":
+        return _dcp_entry(ref.file, ref.value)
+    if ref.kind == "value":
+        return _value(ref)
+    return Text("")
+
+
+def _component(ref: Ref):
+    comp = ref.component
+    if comp is None:
+        return Text("State files that no component claims.")
+    return Group(
+        Text.assemble((comp.kind, "bold"), "  ", (comp.status.upper(), STATUS_STYLE.get(comp.status, ""))),
+        Text(printable(comp.detail)),
+        Text(""),
+        _kv([("files", ", ".join(comp.files) or "none")]),
+        Text(""),
+        _facts(comp.facts),
+    )
+
+
+def _file(f):
+    if isinstance(f, PickleFile):
+        rows = [("kind", f.kind), ("size", f"{size(f.size)}" if f.size is not None else "?"),
+                ("tensors", f"{len(f.tensors):,}")]
+        if f.unsafe:
+            rows.append(("UNSAFE", "calls " + ", ".join(f.unsafe) + " (not run; shown inert)"))
+        parts = [Text(printable(f.name), style="bold"), _kv(rows)]
+    elif isinstance(f, DcpCheckpoint):
+        rows = [("format", "torch.distributed.checkpoint"), ("version", f.version or "?"),
+                ("keys", f"{len(f.entries):,}"), ("rank files", ", ".join(
+                    f"{n} ({size(s)})" for n, s in sorted(f.files.items())))]
+        parts = [Text(printable(file_name(f)), style="bold"), _kv(rows)]
+    else:
+        return Group(Text(printable(str(f)), style="bold"),
+                     Text("Read as part of the component (no pickle inside)."))
+    problems = getattr(f, "problems", ())
+    if problems:
+        parts += [Text(""), Text("Problems", style="bold")]
+        parts += [Text(printable(f"{p.severity.upper()}: {p.message}")) for p in problems]
+    return Group(*parts)
+
+
+def _dcp_entry(dcp: DcpCheckpoint, e: DcpEntry):
+    rows = [("key", e.key), ("kind", e.kind)]
+    if e.kind == "tensor":
+        rows += [("dtype", e.dtype), ("global shape", list(e.shape or ())),
+                 ("chunks", len(e.chunks))]
+    files = sorted({c.file for c in e.chunks if c.file})
+    rows.append(("rank files", ", ".join(files) or "?"))
+    return Group(Text(printable(e.key), style="bold"), _kv(rows))
+
+
+def _value(ref: Ref):
+    v = ref.value
+    where = file_name(ref.file)
+    head = Text(printable(ref.path or "(top level)"), style="bold")
+    if isinstance(v, TensorRef):
+        nbytes = v.numel * DTYPE_BITS.get(v.dtype, 8) // 8
+        rows = [("file", where), ("dtype", v.dtype), ("shape", list(v.shape)),
+                ("numel", f"{v.numel:,}"), ("bytes", f"{size(nbytes)} ({nbytes:,} B)"),
+                ("storage", f"data/{v.storage_key}, element offset {v.storage_offset:,}")]
+        if isinstance(ref.file, PickleFile) and v.storage_key in ref.file.storages:
+            start, length = ref.file.storages[v.storage_key]
+            itemsize = max(DTYPE_BITS.get(v.dtype, 8) // 8, 1)
+            begin = start + v.storage_offset * itemsize
+            rows.append(("in file", f"{begin:,} - {begin + nbytes:,} (record of {length:,} B)"))
+        return Group(head, _kv(rows))
+    if isinstance(v, DcpChunk):
+        span = ", ".join(f"{o}:{o + s}" for o, s in zip(v.offsets, v.sizes)) or "whole value"
+        rows = [("chunk", span), ("rank file", v.file or "?"),
+                ("bytes", f"{v.offset:,} - {v.offset + v.length:,}" if v.offset is not None else "?")]
+        return Group(head, _kv(rows))
+    if isinstance(v, NumpyArray):
+        return Group(head, _kv([("file", where), ("numpy", f"{v.dtype} {list(v.shape)}")]))
+    if isinstance(v, UnsafeCall):
+        return Group(head, Text(f"This pickle asks to call {v.qualname} when loaded, which could run "
+                                "code. ckpt-browser did not call it; anything that loads this file "
+                                "with pickle (torch.load(weights_only=False)) would.", style="bold"))
+    if isinstance(v, Opaque):
+        return Group(head, _kv([("file", where), ("class", v.qualname),
+                                ("fields", ", ".join(map(str, v.fields)) or "-")]),
+                     Text("An object of this class was not built, only described."))
+    text = repr(v)
+    return Group(head, _kv([("file", where), ("type", type(v).__name__),
+                            ("value", text if len(text) < 2000 else text[:2000] + "…")]))

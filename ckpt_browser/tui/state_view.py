@@ -1,0 +1,182 @@
+"""The "Training state" tree: components, their files, and what the files hold.
+
+Plain Python (Rich text, no Textual): the tree widget asks for one level at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from ckpt_browser.analysis.filter import name_matcher
+from ckpt_browser.model import COMPONENTS, DTYPE_BITS, TrainingState, natural_key
+from ckpt_browser.readers.standins import (DcpCheckpoint, DcpEntry, NumpyArray, Opaque, PickleFile,
+                                           TensorRef, UnsafeCall)
+from ckpt_browser.report.escape import printable
+from ckpt_browser.report.text import size
+from ckpt_browser.tui.refs import Ref
+
+MAX_CHILDREN = 500  # a 625-int RNG tuple or a 10,000-entry params list stays one screenful
+
+STATUS_STYLE = {"ok": "green", "missing": "red", "incomplete": "yellow", "damaged": "bold red",
+                "unsafe": "bold red", "not-needed": "dim"}
+
+
+@dataclass(frozen=True)
+class Item:
+    label: Text
+    ref: Ref
+    expandable: bool
+
+
+def file_name(f) -> str:
+    if isinstance(f, PickleFile):
+        return f.name
+    if isinstance(f, DcpCheckpoint):
+        return f.folder or "."
+    return str(f)
+
+
+def component_items(training: TrainingState) -> list[Item]:
+    items = []
+    for kind in COMPONENTS:
+        comp = training.components.get(kind)
+        if comp is None:
+            continue
+        label = Text.assemble((f"{kind:<10}", "bold"), (f" {comp.status.upper():<10}",
+                                                         STATUS_STYLE.get(comp.status, "")),
+                              (" " + printable(", ".join(comp.files)), "dim"))
+        items.append(Item(label, Ref("component", component=comp), bool(comp.files)))
+    listed = {f for c in training.components.values() for f in c.files}
+    others = [f for f in training.files if file_name(f) not in listed]
+    if others:
+        items.append(Item(Text("other files", style="bold"), Ref("component", file=others), True))
+    return items
+
+
+def file_items(training: TrainingState, ref: Ref) -> list[Item]:
+    if ref.component is None:  # "other files"
+        files = ref.file
+    else:
+        by_name = {file_name(f): f for f in training.files}
+        files = [by_name.get(name, name) for name in ref.component.files]
+    items = []
+    for f in files:
+        label = Text(printable(file_name(f)), style="bold")
+        if isinstance(f, PickleFile):
+            if f.unsafe:
+                label = Text.assemble(("! UNSAFE ", "bold red"), label)
+            label.append(f"  {f.kind}, {len(f.tensors)} tensors", style="dim")
+        elif isinstance(f, DcpCheckpoint):
+            label.append(f"  DCP, {len(f.entries)} keys, {len(f.files)} rank files", style="dim")
+        items.append(Item(label, Ref("file", file=f), isinstance(f, (PickleFile, DcpCheckpoint))))
+    return items
+
+
+def _children(value) -> list[tuple[str, object]]:
+    if isinstance(value, dict):
+        return [(str(k), v) for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return [(str(i), v) for i, v in enumerate(value)]
+    if isinstance(value, Opaque):
+        return list(value.fields.items()) or [(str(i), v) for i, v in enumerate(value.args)]
+    return []
+
+
+def _summary(value) -> tuple[str, str]:
+    """(text, style) describing a value on one line."""
+    if isinstance(value, TensorRef):
+        nbytes = value.numel * DTYPE_BITS.get(value.dtype, 8) // 8
+        return f"{value.dtype} {list(value.shape)} {size(nbytes)}", "cyan"
+    if isinstance(value, NumpyArray):
+        return f"numpy {value.dtype} {list(value.shape)}", "cyan"
+    if isinstance(value, UnsafeCall):
+        return f"UNSAFE call {value.qualname}(…) — not run", "bold red"
+    if isinstance(value, Opaque):
+        return f"<{value.qualname}>", "magenta"
+    if isinstance(value, dict):
+        return f"{{{len(value)} keys}}", "dim"
+    if isinstance(value, list):
+        return f"[{len(value)} items]", "dim"
+    if isinstance(value, tuple):
+        return f"({len(value)} items)", "dim"
+    if isinstance(value, (bytes, bytearray)):
+        return f"{len(value):,} bytes", "dim"
+    text = repr(value)
+    return (text if len(text) <= 60 else text[:57] + "…"), ""
+
+
+def value_label(key: str, value) -> Text:
+    text, style = _summary(value)
+    return Text.assemble((printable(key), "bold"), "  ", (printable(text), style))
+
+
+def _leaves(value, prefix: str):
+    """(dotted path, leaf) pairs, for the filter's flat list."""
+    kids = _children(value)
+    if not kids:
+        yield prefix, value
+        return
+    for key, child in kids:
+        yield from _leaves(child, f"{prefix}.{key}" if prefix else key)
+
+
+def value_items(file, path: str, value, pattern: str = "") -> list[Item]:
+    if pattern and not path:  # filtering: a flat list of matching leaves
+        match = name_matcher(pattern)
+        pairs = [(p, v) for p, v in _leaves(value, "") if match(p)]
+    else:
+        pairs = [(f"{path}.{k}" if path else k, v) for k, v in _children(value)]
+    items = []
+    for full, child in pairs[:MAX_CHILDREN]:
+        key = full if pattern and not path else full.rsplit(".", 1)[-1]
+        items.append(Item(value_label(key, child), Ref("value", file=file, path=full, value=child),
+                          bool(_children(child))))
+    if len(pairs) > MAX_CHILDREN:
+        items.append(Item(Text(f"… {len(pairs) - MAX_CHILDREN:,} more", style="dim"),
+                          Ref("more"), False))
+    return items
+
+
+def dcp_items(dcp: DcpCheckpoint, pattern: str = "") -> list[Item]:
+    match = name_matcher(pattern)
+    items = []
+    for key in sorted(dcp.entries, key=natural_key):
+        if not match(key):
+            continue
+        e = dcp.entries[key]
+        if e.kind == "tensor":
+            desc = f"{e.dtype} {list(e.shape or ())}  {len(e.chunks)} chunk(s)"
+        else:
+            desc = f"bytes {size(sum(c.length or 0 for c in e.chunks))}"
+        items.append(Item(Text.assemble((printable(key), "bold"), "  ", (desc, "dim")),
+                          Ref("dcp-entry", file=dcp, path=key, value=e), bool(e.chunks)))
+    return items
+
+
+def chunk_items(dcp: DcpCheckpoint, entry: DcpEntry) -> list[Item]:
+    items = []
+    for c in entry.chunks:
+        where = ", ".join(f"{o}:{o + s}" for o, s in zip(c.offsets, c.sizes)) or "whole"
+        rng = f"@ {c.offset:,}, {size(c.length)}" if c.offset is not None else "(no byte range)"
+        items.append(Item(Text(f"[{where}] in {c.file or '?'} {rng}"),
+                          Ref("value", file=dcp, path=entry.key, value=c), False))
+    return items
+
+
+def children(training: TrainingState, ref: Ref, pattern: str = "") -> list[Item]:
+    """One level of the training-state tree below `ref`."""
+    if ref.kind == "component":
+        return file_items(training, ref)
+    if ref.kind == "file":
+        if isinstance(ref.file, DcpCheckpoint):
+            return dcp_items(ref.file, pattern)
+        if isinstance(ref.file, PickleFile):
+            return value_items(ref.file, "", ref.file.obj, pattern)
+        return []
+    if ref.kind == "dcp-entry":
+        return chunk_items(ref.file, ref.value)
+    if ref.kind == "value":
+        return value_items(ref.file, ref.path, ref.value)
+    return []

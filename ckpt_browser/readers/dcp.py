@@ -16,6 +16,7 @@ from ckpt_browser.model import ERROR, INFO, WARNING, Problem, natural_key
 from ckpt_browser.readers.pickle_safe import DTYPE_GLOBALS, Unpickled, short, torch_layout, \
     torch_size, unpickle
 from ckpt_browser.readers.standins import DcpCheckpoint, DcpChunk, DcpEntry
+from ckpt_browser.readers.torchfile import unsafe_problems
 
 METADATA = ".metadata"
 MAX_METADATA_BYTES = 256 * 2**20  # thousands of ranks x thousands of tensors, one chunk each
@@ -128,6 +129,8 @@ def read_dcp(folder: str, rel: str) -> DcpCheckpoint:
             _merge(entries, _entries(got.obj, where(meta), problems))
     if read_any:
         problems.extend(_check_files(entries, files, where))
+    problems.extend(unsafe_problems(os.path.join(rel, ".metadata") if rel else ".metadata",
+                                    unsafe))
     return DcpCheckpoint(rel, entries, files, version, tuple(problems), tuple(unsafe))
 
 

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from ckpt_browser.model import ERROR, WARNING, Problem
 from ckpt_browser.readers.pickle_safe import (
-    ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, Unpickled, unpickle,
+    ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, Unpickled, short, unpickle,
 )
 from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
 
@@ -103,7 +103,16 @@ def _result(name: str, kind: str, size: int, got: Unpickled, storages: dict,
     tensors = tensors_of(got.obj) if got.ok else ()
     return PickleFile(name=name, kind=kind, obj=got.obj, tensors=tensors, unsafe=got.unsafe,
                       size=size, storages=storages,
-                      problems=got.problems + tuple(problems) + _extent_problems(name, tensors))
+                      problems=got.problems + tuple(problems) + _extent_problems(name, tensors)
+                      + unsafe_problems(name, got.unsafe))
+
+
+def unsafe_problems(name: str, unsafe) -> tuple[Problem, ...]:
+    """An unsafe pickle is an error: whoever loads it the usual way runs that code."""
+    if not unsafe:
+        return ()
+    return (Problem(ERROR, name, f"unsafe: its pickle calls {', '.join(unsafe)} when loaded "
+                    "(not run here; torch.load(weights_only=False) or pickle.load would run it)"),)
 
 
 # -- torch zip -------------------------------------------------------------------------------
@@ -157,7 +166,10 @@ def _byteorder(zf: zipfile.ZipFile, root: str, name: str) -> list[Problem]:
     info = zf.NameToInfo.get(f"{root}/byteorder")
     if info is None or info.file_size > 16:
         return []
-    order = zf.read(info).decode("ascii", "replace").strip()
+    try:
+        order = zf.read(info).decode("ascii", "replace").strip()
+    except Exception:  # noqa: BLE001 - a damaged byteorder record: the CRC check reports it
+        return [Problem(WARNING, name, f"{info.filename} cannot be read")]
     if order != "little":
         return [Problem(WARNING, name, f"storages are {order}-endian; the sizes below still hold")]
     return []
@@ -259,6 +271,9 @@ def _locate_legacy(f, declared, name, size, problems) -> dict[str, tuple[int, in
     bad: list[str] = []
     pos = f.tell()
     for key in keys.obj:
+        if type(key) is not str:
+            bad.append(f"the list of storage keys holds {short(key)}")
+            break
         tag, numel = declared.get(key, ("U8", None))
         f.seek(pos)
         count = f.read(8)
@@ -270,12 +285,14 @@ def _locate_legacy(f, declared, name, size, problems) -> dict[str, tuple[int, in
         length = max(stored, 0) * ITEMSIZE[tag]
         if numel is not None and stored < numel:
             bad.append(f"storage {key} holds {stored:,} elements but the tensor needs {numel:,}")
-        if pos + 8 + length > size:
-            bad.append(f"storage {key} runs to byte {pos + 8 + length:,} but the file has "
-                       f"{size:,} (truncated?)")
         storages[key] = (pos + 8, length)
         pos += 8 + length
-    missing = [k for k in declared if k not in storages and k not in keys.obj]
+        if pos > size:  # nothing after it can be found
+            bad.append(f"storage {key} runs to byte {pos:,} but the file has {size:,} "
+                       "(truncated?)")
+            break
+    listed = set(k for k in keys.obj if type(k) is str)
+    missing = [k for k in declared if k not in listed]
     bad.extend(f"storage {k} is declared by a tensor but not stored" for k in missing)
     problems.extend(_capped(bad, name, "storages"))
     return storages

@@ -120,7 +120,9 @@ def test_unsafe_global_in_metadata_is_reported_not_run(saved, tmp_path):
     (folder / ".metadata").write_bytes(pickle.dumps(md, protocol=4))
     d = read_dcp(str(folder), "step-12")
     assert not sentinel.exists()
-    assert d.unsafe == ("posix.system",) and d.problems == ()
+    assert d.unsafe == ("posix.system",)
+    # one error, naming the global: whoever loads this DCP folder the usual way runs it
+    assert [(p.severity, "posix.system" in p.message) for p in d.problems] == [("error", True)]
     assert len(d.entries) == len(md.state_dict_metadata)
 
 
@@ -184,6 +186,24 @@ def test_missing_rank_file_and_a_stray_one(saved, tmp_path):
         (ERROR, "__0_0.distcp", f"missing: the metadata places {n:,} item(s) in __0_0.distcp, "
                                 "which does not exist"),
         (INFO, "__7_0.distcp", "not named by the metadata (left over from another save?)")]
+
+
+def test_damaged_metadata_never_raises(saved, tmp_path):
+    import random
+
+    folder = copy_of(saved, tmp_path)
+    original = (folder / ".metadata").read_bytes()
+    rnd = random.Random(2)
+    for _ in range(200):
+        data = bytearray(original)
+        for _ in range(rnd.randrange(1, 5)):
+            pos = rnd.randrange(len(data))
+            if rnd.random() < 0.7:
+                data[pos] = rnd.randrange(256)
+            else:
+                del data[pos:pos + rnd.randrange(1, 100)]
+        (folder / ".metadata").write_bytes(data)
+        read_dcp(str(folder), "step-12")  # must not raise
 
 
 def test_folder_that_cannot_be_listed(tmp_path):

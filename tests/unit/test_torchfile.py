@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from ckpt_browser.model import ERROR
-from ckpt_browser.readers.standins import NumpyArray, Opaque, TensorRef, UnsafeCall
+from ckpt_browser.readers.standins import NumpyArray, Opaque, UnsafeCall
 from ckpt_browser.readers.torchfile import read_pickle_file, walk
 
 from .state_helpers import (
@@ -177,7 +177,8 @@ def test_malicious_torch_save_runs_nothing_and_keeps_the_other_keys(tmp_path):
     assert "posix.system" in torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
     pf = read(path)
     check_evil(pf, sentinel)
-    assert [p for p, _ in pf.tensors] == ["weights"] and pf.problems == ()
+    assert [p for p, _ in pf.tensors] == ["weights"]
+    assert [(p.severity, "posix.system" in p.message) for p in pf.problems] == [("error", True)]
 
 
 @pytest.mark.parametrize("protocol", [0, 2, 5])
@@ -295,6 +296,27 @@ def test_plain_pickle_over_the_size_limit_is_not_read(tmp_path):
         f.truncate(65 * 2**20)  # sparse: no disk used
     assert errors(read(path)) == ["pickle is 68,157,440 bytes, over the 67,108,864-byte limit; "
                                   "not read"]
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_damaged_torch_files_never_raise(tmp_path, legacy):
+    """Random bytes changed or cut out of real files: problems, never an exception."""
+    src = tmp_path / "src.pt"
+    torch.save({**adamw_state(), "rng": rng_state()}, src,
+               _use_new_zipfile_serialization=not legacy)
+    original = src.read_bytes()
+    rnd = random.Random(1)
+    for _ in range(150):
+        data = bytearray(original)
+        for _ in range(rnd.randrange(1, 5)):
+            pos = rnd.randrange(len(data))
+            if rnd.random() < 0.7:
+                data[pos] = rnd.randrange(256)
+            else:
+                del data[pos:pos + rnd.randrange(1, 200)]
+        path = tmp_path / "x.pt"
+        path.write_bytes(data)
+        read(path)  # must not raise
 
 
 # -- walk --------------------------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""Pilot tests: the training-state view and the checkpoint timeline."""
+
+import json
+import os
+
+from ckpt_browser.readers import open_layout
+from ckpt_browser.readers.timeline import find_checkpoints
+from ckpt_browser.tui.app import make_app
+from ckpt_browser.tui.screens.timeline import TimelineScreen
+from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+from tests.tui.conftest import SAMPLES, loaded, plain
+
+
+def kinds(tree):
+    return [n.data.component.kind for n in tree.root.children
+            if n.data.kind == "component" and n.data.component]
+
+
+async def test_training_view_lists_components_with_status_in_words(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("t")
+        tree = app.query_one(CheckpointTree)
+        assert tree.mode == "state" and tree.border_title == "training state"
+        assert kinds(tree) == ["weights", "optimizer", "scheduler", "rng", "data", "progress",
+                               "scaler"]
+        labels = {n.data.component.kind: str(n.label) for n in tree.root.children}
+        assert "OK" in labels["optimizer"] and "optimizer.pt" in labels["optimizer"]
+        assert "NOT-NEEDED" in labels["scaler"]  # fp32 run: no GradScaler
+
+
+async def test_optimizer_state_is_browsable_down_to_a_tensor(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        # optimizer -> optimizer.pt -> state -> 0 -> (step, exp_avg, exp_avg_sq)
+        await pilot.press("t", "down", "right", "down", "right", "down", "right", "down", "right")
+        await pilot.press("down", "down")
+        node = app.query_one(CheckpointTree).cursor_node
+        assert node.data.kind == "value" and node.data.path == "state.0.exp_avg"
+        body = plain(app.query_one("#details-body"))
+        state = json.load(open(SAMPLES / "tiny-llama-run/checkpoint-6/trainer_state.json"))
+        assert state["global_step"] == 6
+        assert "F32" in body and "in file" in body and "optimizer.pt" in body
+
+
+async def test_component_details_say_what_it_means(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("t", "down", "down", "down")  # rng
+        body = plain(app.query_one("#details-body"))
+        assert "rng" in body and "rng_state.pth" in body and '"0"' in body
+
+
+async def test_malicious_file_is_shown_unsafe_and_never_run(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the payload would create ckpt-browser-PWNED here
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    app = make_app(open_layout(str(SAMPLES / "malicious")))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("t", "down", "right", "down")
+        tree = app.query_one(CheckpointTree)
+        labels = [str(n.label) for n in tree.root.children]
+        assert any("optimizer" in lab and "UNSAFE" in lab for lab in labels)
+        file_node = tree.cursor_node
+        assert "UNSAFE" in str(file_node.label)
+        assert "posix.system" in plain(app.query_one("#details-body"))
+        await pilot.press("p")
+        assert "posix.system" in plain(app.screen.query_one("#problems-list"))
+    assert not os.path.exists(tmp_path / "ckpt-browser-PWNED")
+
+
+async def test_checkpoint_without_safetensors_opens_in_the_training_view(monkeypatch):
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    app = make_app(open_layout(str(SAMPLES / "deepspeed-run")))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        tree = app.query_one(CheckpointTree)
+        assert tree.mode == "state"
+        assert "global step 4" in plain(app.query_one("#summary")) or kinds(tree)
+
+
+async def test_filter_in_training_view_lists_matching_values(sample_app):
+    app = sample_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("t", "slash", *"exp_avg_sq", "enter")
+        await loaded(app, pilot)
+        await pilot.press("down", "right", "down", "right")  # optimizer -> optimizer.pt
+        file_node = app.query_one(CheckpointTree).cursor_node
+        paths = [c.data.path for c in file_node.children]
+        assert len(paths) == 21 and all(p.endswith("exp_avg_sq") for p in paths)
+
+
+async def test_timeline_opens_newest_and_switches_checkpoint(monkeypatch):
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    folder = str(SAMPLES / "hf-run3")
+    entries = find_checkpoints(folder)
+    app = make_app(open_layout(entries[0].path), (folder, entries))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(app, pilot)
+        assert isinstance(app.screen, TimelineScreen)
+        listing = app.screen.query_one("#timeline-list")
+        assert listing.option_count == 3
+        await pilot.press("down", "down", "enter")  # the oldest: checkpoint-2
+        await loaded(app, pilot)
+        assert not isinstance(app.screen, TimelineScreen)
+        assert app.state.layout.path.endswith("checkpoint-2")
+        assert app.state.training is not None and app.state.training.step == 2
+        await pilot.press("c")
+        assert isinstance(app.screen, TimelineScreen)
+        await pilot.press("escape")
+        assert app.state.layout.path.endswith("checkpoint-2")

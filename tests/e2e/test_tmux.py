@@ -119,3 +119,15 @@ def test_no_argument_opens_the_bundled_sample(terminal, tmp_path):
     assert "checkpoint-6" in screen and "21 tensors" in screen
     terminal.keys("q")
     assert terminal.exit_code() == 0
+
+
+def test_malicious_checkpoint_in_a_real_terminal_runs_nothing(terminal, tmp_path):
+    # run from tmp_path: the payload would `touch ckpt-browser-PWNED` in the current folder
+    terminal.start([str(SAMPLES / "malicious")], cwd=tmp_path)
+    terminal.wait_for("error(s)")
+    terminal.keys("t")
+    screen = terminal.wait_for("UNSAFE")
+    assert "optimizer" in screen
+    terminal.keys("q")
+    assert terminal.exit_code() == 0
+    assert not (tmp_path / "ckpt-browser-PWNED").exists()

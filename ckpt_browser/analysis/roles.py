@@ -21,6 +21,7 @@ _PREFIXES = (
 
 
 def component_of(training: TrainingState | None, file: str, path: str) -> str | None:
+    """The component holding the tensor at `path` in `file` ("other" when none does)."""
     if training is None:
         return None
     owners = [c.kind for c in training.components.values() if file in c.files]
@@ -29,5 +30,6 @@ def component_of(training: TrainingState | None, file: str, path: str) -> str | 
     for prefix, kind in _PREFIXES:
         if path.startswith(prefix):
             return kind
-    # torchtitan keeps model FQNs at the top level of its DCP folder
-    return "weights" if "weights" in owners or not owners else owners[0]
+    if file.endswith(".metadata"):  # torchtitan keeps model FQNs at the top level of its DCP
+        return "weights"
+    return "other"  # e.g. a Lightning callback's tensor: part of no component

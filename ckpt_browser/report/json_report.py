@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ckpt_browser.model import Checkpoint
 
 
@@ -57,6 +59,7 @@ def state_tensors(training) -> list[dict]:
                              "component": component_of(training, f.name, path)})
         elif isinstance(f, DcpCheckpoint):
             prefix = f"{f.folder}/" if f.folder else ""
+            metadata = prefix + ".metadata"
             for key, e in f.entries.items():
                 if e.kind != "tensor":
                     continue
@@ -70,7 +73,7 @@ def state_tensors(training) -> list[dict]:
                                  "offsets": (c.offset, c.offset + c.length)
                                  if c.offset is not None else None,
                                  "global_shape": e.shape, "chunk_offsets": c.offsets,
-                                 "component": component_of(training, f.folder or ".", key)})
+                                 "component": component_of(training, metadata, key)})
     return rows
 
 
@@ -85,17 +88,22 @@ def full_doc(ckpt: Checkpoint, training, timeline=None) -> dict:
     if not ckpt.layout.files:
         doc["format"] = training.framework
     totals = doc["totals"]
+    seen = set()
     for t in extra:
         if t["component"] != "weights":
             continue
         params = 1
         for d in t["shape"]:
             params *= d
+        # a DCP tensor is listed per chunk, in several rank files: count it once
+        where = os.path.dirname(t["file"]) if "global_shape" in t else t["file"]
+        first = (where, t["name"]) not in seen
+        seen.add((where, t["name"]))
         row = totals["by_dtype"].setdefault(t["dtype"], {"tensors": 0, "params": 0, "bytes": 0})
-        row["tensors"] += 1
+        row["tensors"] += first
         row["params"] += params
         row["bytes"] += t["nbytes"]
-        totals["tensors"] += 1
+        totals["tensors"] += first
         totals["params"] += params
         totals["bytes"] += t["nbytes"]
     totals["by_dtype"] = dict(sorted(totals["by_dtype"].items()))

@@ -5,11 +5,13 @@ Plain Python (Rich text, no Textual): the tree widget asks for one level at a ti
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from rich.text import Text
 
 from ckpt_browser.analysis.filter import name_matcher
+from ckpt_browser.analysis.roles import component_of
 from ckpt_browser.model import COMPONENTS, DTYPE_BITS, TrainingState, natural_key
 from ckpt_browser.readers.standins import (DcpCheckpoint, DcpEntry, NumpyArray, Opaque, PickleFile,
                                            TensorRef, UnsafeCall)
@@ -38,6 +40,17 @@ def file_name(f) -> str:
     return str(f)
 
 
+def _by_name(training: TrainingState) -> dict:
+    """File name -> what was read from it; a DCP folder answers for its .metadata and rank files."""
+    by_name = {}
+    for f in training.files:
+        by_name[file_name(f)] = f
+        if isinstance(f, DcpCheckpoint):
+            for member in (".metadata", *f.files):
+                by_name[os.path.join(f.folder, member) if f.folder else member] = f
+    return by_name
+
+
 def component_items(training: TrainingState) -> list[Item]:
     items = []
     for kind in COMPONENTS:
@@ -48,8 +61,9 @@ def component_items(training: TrainingState) -> list[Item]:
                                                          STATUS_STYLE.get(comp.status, "")),
                               (" " + printable(", ".join(comp.files)), "dim"))
         items.append(Item(label, Ref("component", component=comp), bool(comp.files)))
-    listed = {f for c in training.components.values() for f in c.files}
-    others = [f for f in training.files if file_name(f) not in listed]
+    by_name = _by_name(training)
+    claimed = {id(by_name[n]) for c in training.components.values() for n in c.files if n in by_name}
+    others = [f for f in training.files if id(f) not in claimed]
     if others:
         items.append(Item(Text("other files", style="bold"), Ref("component", file=others), True))
     return items
@@ -59,8 +73,13 @@ def file_items(training: TrainingState, ref: Ref) -> list[Item]:
     if ref.component is None:  # "other files"
         files = ref.file
     else:
-        by_name = {file_name(f): f for f in training.files}
-        files = [by_name.get(name, name) for name in ref.component.files]
+        by_name = _by_name(training)
+        files, seen = [], set()
+        for name in ref.component.files:
+            f = by_name.get(name, name)
+            if id(f) not in seen:  # a DCP folder stands for its .metadata and rank files
+                seen.add(id(f))
+                files.append(f)
     items = []
     for f in files:
         label = Text(printable(file_name(f)), style="bold")
@@ -70,7 +89,8 @@ def file_items(training: TrainingState, ref: Ref) -> list[Item]:
             label.append(f"  {f.kind}, {len(f.tensors)} tensors", style="dim")
         elif isinstance(f, DcpCheckpoint):
             label.append(f"  DCP, {len(f.entries)} keys, {len(f.files)} rank files", style="dim")
-        items.append(Item(label, Ref("file", file=f), isinstance(f, (PickleFile, DcpCheckpoint))))
+        items.append(Item(label, Ref("file", file=f, component=ref.component),
+                          isinstance(f, (PickleFile, DcpCheckpoint))))
     return items
 
 
@@ -139,11 +159,14 @@ def value_items(file, path: str, value, pattern: str = "") -> list[Item]:
     return items
 
 
-def dcp_items(dcp: DcpCheckpoint, pattern: str = "") -> list[Item]:
+def dcp_items(dcp: DcpCheckpoint, pattern: str = "", training: TrainingState | None = None,
+              kind: str | None = None) -> list[Item]:
+    """A DCP folder's keys; under a component, only the keys that belong to it."""
     match = name_matcher(pattern)
+    metadata = os.path.join(dcp.folder, ".metadata") if dcp.folder else ".metadata"
     items = []
     for key in sorted(dcp.entries, key=natural_key):
-        if not match(key):
+        if not match(key) or (kind and component_of(training, metadata, key) != kind):
             continue
         e = dcp.entries[key]
         if e.kind == "tensor":
@@ -171,7 +194,8 @@ def children(training: TrainingState, ref: Ref, pattern: str = "") -> list[Item]
         return file_items(training, ref)
     if ref.kind == "file":
         if isinstance(ref.file, DcpCheckpoint):
-            return dcp_items(ref.file, pattern)
+            return dcp_items(ref.file, pattern, training,
+                             ref.component.kind if ref.component else None)
         if isinstance(ref.file, PickleFile):
             return value_items(ref.file, "", ref.file.obj, pattern)
         return []

@@ -15,20 +15,49 @@ def short_path(path: str, room: int) -> str:
     return path if len(path) <= room else "…" + path[-(room - 1):]
 
 
-def summary_text(state: BrowseState, width: int = 80) -> Text:
+def _weights_line(state: BrowseState) -> str:
     layout = state.layout
     totals = state.totals()
-    text = Text()
-    room = max(20, width - len(layout.format) - 6)
-    text.append(short_path(printable(layout.path), room), style="bold")
-    text.append(f"  ({layout.format})\n")
     tensors = totals.tensors if state.loaded else (state.index_tensor_count() or totals.tensors)
     nbytes = totals.bytes if state.loaded or not layout.index or layout.index.total_size is None \
         else layout.index.total_size
     params = count(totals.params) if state.loaded else "…"
-    text.append(f"{state.total} files · {tensors:,} tensors · {params} params · {size(nbytes)}")
-    text.append(f" · headers {state.done}/{state.total}" + ("" if state.loaded else " reading…"))
-    text.append("\n" + ("dtypes: " + dtype_line(totals) if state.shards else "dtypes: …"))
+    progress = "" if state.loaded else " reading…"
+    return (f"{state.total} files · {tensors:,} tensors · {params} params · {size(nbytes)}"
+            f" · headers {state.done}/{state.total}{progress}")
+
+
+def _state_line(state: BrowseState) -> Text:
+    """Framework, step and each component's status, in words (press t for the details)."""
+    training = state.training
+    if training is None:
+        return Text("training state: reading…", style="dim")
+    head = training.framework
+    if training.step is not None:
+        head += f" · step {training.step}"
+    if training.ranks:
+        head += f" · {training.ranks} rank{'s' if training.ranks != 1 else ''}"
+    comps = [c for c in training.components.values() if c.status != "not-needed"]
+    ok = sum(c.status == "ok" for c in comps)
+    text = Text(f"{head} · state: {ok} ok")
+    for comp in comps:
+        if comp.status != "ok":
+            text.append(f" · {comp.kind} {comp.status.upper()}", style="bold red")
+    return text.append("  (t)", style="dim")
+
+
+def summary_text(state: BrowseState, width: int = 80) -> Text:
+    layout = state.layout
+    text = Text()
+    kind = layout.format if layout.files or state.training is None else state.training.framework
+    room = max(20, width - len(kind) - 6)
+    text.append(short_path(printable(layout.path), room), style="bold")
+    text.append(f"  ({kind})\n")
+    if layout.files:
+        text.append(_weights_line(state))
+        text.append("\n" + ("dtypes: " + dtype_line(state.totals()) if state.shards else "dtypes: …"))
+        text.append("\n")
+    text.append(_state_line(state))
     errors = sum(p.severity == "error" for p in state.problems)
     warnings = sum(p.severity == "warning" for p in state.problems)
     if errors or warnings:

@@ -1,0 +1,88 @@
+"""`inspect` on training checkpoints: components, state tensors and weight totals in the JSON."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"
+
+
+def inspect(path, *extra):
+    r = subprocess.run([sys.executable, "-m", "ckpt_browser", "inspect", "--json", *extra,
+                        str(path)], capture_output=True, text=True, timeout=120)
+    return r.returncode, json.loads(r.stdout) if r.stdout else None, r.stderr
+
+
+def test_lightning_weights_come_from_state_dict_and_optimizer_is_separate():
+    rc, doc, err = inspect(SAMPLES / "lightning" / "last.ckpt")
+    assert rc == 0, err
+    ckpt = torch.load(SAMPLES / "lightning" / "last.ckpt", weights_only=True)
+    want = sum(t.numel() for t in ckpt["state_dict"].values())
+    assert doc["framework"] == "lightning" and doc["totals"]["params"] == want
+    weights = {t["name"] for t in doc["tensors"] if t["component"] == "weights"}
+    assert weights == {f"state_dict.{k}" for k in ckpt["state_dict"]}
+    assert doc["components"]["rng"]["status"] == "missing"  # Lightning never saves RNG
+
+
+def test_torchtitan_dcp_lists_chunks_per_rank_file_and_counts_each_tensor_once():
+    from torch.distributed.checkpoint import FileSystemReader  # our own sample: safe to unpickle
+
+    step = SAMPLES / "torchtitan-run" / "checkpoint" / "step-10"
+    rc, doc, err = inspect(step)
+    assert rc == 0, err
+    meta = FileSystemReader(str(step)).read_metadata()
+    model = {k: v for k, v in meta.state_dict_metadata.items() if hasattr(v, "chunks")
+             and not k.startswith(("optimizer.", "lr_scheduler.", "dataloader.", "train_state."))}
+    assert doc["totals"]["tensors"] == len(model)
+    assert doc["totals"]["params"] == sum(v.size.numel() for v in model.values())
+    rows = [t for t in doc["tensors"] if t["name"] in model]
+    assert {t["file"] for t in rows} == {"__0_0.distcp", "__1_0.distcp"}
+    for t in rows:
+        size = (step / t["file"]).stat().st_size
+        assert 0 <= t["offsets"][0] < t["offsets"][1] <= size
+        assert list(meta.state_dict_metadata[t["name"]].size) == t["global_shape"]
+    assert doc["step"] == 10 and doc["ranks"] == 2
+
+
+@pytest.mark.parametrize("sample, framework, step", [
+    ("tiny-llama-run/checkpoint-6", "hf-trainer", 6),
+    ("hf-multirank/checkpoint-4", "hf-trainer", 4),
+    ("accelerate-state/step_4", "accelerate", 4),
+    ("deepspeed-run", "deepspeed", 4),
+    ("megatron-run", "megatron", 4),
+])
+def test_every_sample_reports_framework_step_and_seven_components(sample, framework, step):
+    rc, doc, err = inspect(SAMPLES / sample)
+    assert rc == 0, err
+    assert (doc["framework"], doc["step"]) == (framework, step)
+    assert set(doc["components"]) == {"weights", "optimizer", "scheduler", "rng", "data",
+                                      "progress", "scaler"}
+    assert doc["components"]["optimizer"]["status"] == "ok"
+
+
+def test_optimizer_tensors_point_at_their_bytes_in_the_zip():
+    path = SAMPLES / "tiny-llama-run" / "checkpoint-6" / "optimizer.pt"
+    rc, doc, err = inspect(path.parent)
+    assert rc == 0, err
+    sd = torch.load(path, weights_only=True)
+    raw = path.read_bytes()
+    rows = [t for t in doc["tensors"] if t["file"] == "optimizer.pt"]
+    assert len(rows) == sum(len(s) for s in sd["state"].values())
+    for t in rows:
+        _, index, key = t["name"].split(".")
+        want = sd["state"][int(index)][key].contiguous().view(-1).view(torch.uint8).numpy()
+        begin, end = t["offsets"]
+        assert raw[begin:end] == want.tobytes()
+
+
+def test_malicious_sample_exits_5_naming_the_global_and_runs_nothing(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "ckpt_browser", "inspect",
+                        str(SAMPLES / "malicious")], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 5
+    assert r.stderr.count("\n") == 1 and "posix.system" in r.stderr
+    assert not (tmp_path / "ckpt-browser-PWNED").exists()

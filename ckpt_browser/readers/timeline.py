@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ckpt_browser.model import natural_key
 
@@ -31,6 +31,7 @@ class TimelineEntry:
     step: int | None
     mtime: float
     kind: str  # which naming rule matched, e.g. "checkpoint-N"
+    format: str = ""  # the framework that wrote it, from its file names
 
     @property
     def counter(self) -> str:
@@ -71,7 +72,9 @@ def _entries(folder: str, prefix: str = "") -> list[TimelineEntry]:
 
 def find_checkpoints(folder: str) -> list[TimelineEntry]:
     """Checkpoints inside a folder, newest first (highest step, then latest write)."""
-    entries = _entries(folder)
+    from ckpt_browser.readers.frameworks import detect
+
+    entries = [replace(e, format=detect(e.path).framework) for e in _entries(folder)]
     entries.sort(key=lambda e: (e.step if e.step is not None else -1, e.mtime,
                                 natural_key(e.name)), reverse=True)
     return entries

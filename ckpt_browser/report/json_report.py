@@ -111,6 +111,6 @@ def full_doc(ckpt: Checkpoint, training, timeline=None) -> dict:
     doc["problems"].extend({"severity": p.severity, "file": p.file, "message": p.message}
                            for p in training.problems)
     if timeline:
-        doc["timeline"] = [{"name": e.name, "step": e.step, "mtime": e.mtime, "kind": e.kind}
-                           for e in timeline]
+        doc["timeline"] = [{"name": e.name, "step": e.step, "mtime": e.mtime, "kind": e.kind,
+                            "format": e.format} for e in timeline]
     return doc

@@ -71,5 +71,5 @@ def timeline_text(entries, chosen: str) -> str:
     for e in entries:
         mark = "*" if e.path == chosen else " "
         step = f"{e.counter}{e.step}" if e.step is not None else ""
-        lines.append(f" {mark} {e.name:<32} {step:<14} {e.kind}")
+        lines.append(f" {mark} {e.name:<32} {step:<14} {e.format}")
     return "\n".join(printable(line) for line in lines)

@@ -18,7 +18,7 @@ def entry_text(e) -> Text:
     step = f"{e.counter}{e.step}" if e.step is not None else ""
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime))
     return Text.assemble((f"{printable(e.name):<34}", "bold"), f" {step:<13} ", (when, "dim"),
-                         (f"  {e.kind}", "dim"))
+                         (f"  {e.format}", "dim"))
 
 
 class TimelineScreen(ModalScreen[str | None]):

@@ -180,7 +180,9 @@ def verdict(ratio, target):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workdir", default=os.path.join(HERE, "_work"))
+    # Outside the repository: a `cp -r` of the repo would turn the sparse files into
+    # hundreds of GB of zeros.
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckpt-browser-bench"))
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     errors = []

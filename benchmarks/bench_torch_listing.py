@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/bench_torch_listing.py [--workdir DIR] [--reps N]
 
-Builds (once) benchmarks/_work/optimizer.pt: a real AdamW state_dict after one step over four
+Builds (once) $TMPDIR/ckpt-browser-bench/optimizer.pt: a real AdamW state_dict after one step over four
 8192x4096 Linear layers (12 tensors, ~1.07 GB). Then, each run in a fresh process, median of N:
   - ours: ckpt_browser.readers.torchfile.read_pickle_file (no torch import)
   - torch.load(weights_only=True): the full load
@@ -20,6 +20,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -114,7 +115,9 @@ def median(runs: list[dict], key: str) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workdir", default=os.path.join(HERE, "_work"))
+    # Outside the repository: a `cp -r` of the repo would turn the sparse files into
+    # hundreds of GB of zeros.
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckpt-browser-bench"))
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)

@@ -1,0 +1,216 @@
+"""What every framework's builder shares: statuses, the Found record, walking the inert
+object graphs the safe readers return, and the Components for damaged, unsafe or absent state."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ckpt_browser.analysis.state.files import MAX_RANK_FILES
+from ckpt_browser.model import COMPONENTS, ERROR, Component, Problem
+from ckpt_browser.readers.standins import (DcpCheckpoint, NumpyArray, Opaque, PickleFile, TensorRef,
+                                           UnsafeCall)
+
+OK, MISSING, INCOMPLETE, DAMAGED, UNSAFE, NOT_NEEDED = (
+    "ok", "missing", "incomplete", "damaged", "unsafe", "not-needed")
+
+
+@dataclass
+class Found:
+    components: dict[str, Component] = field(default_factory=dict)
+    step: int | None = None
+    epoch: float | None = None
+    ranks: int | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, c: Component) -> None:
+        self.components[c.kind] = c
+
+
+def every_kind(out: Found, make: Callable[[str], Component]) -> Found:
+    """All seven components from one cause (nothing readable, one damaged file ...)."""
+    for kind in COMPONENTS:
+        out.add(make(kind))
+    return out
+
+
+# --- the object graphs ----------------------------------------------------------------------------
+
+def jsonable(value, scalar: Callable = lambda v: None, depth: int = 0):
+    """Turn a stand-in graph into JSON values; tensors become their value (scalars) or a label."""
+    if depth > 8:
+        return "..."
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, TensorRef):
+        v = scalar(value)
+        if v is not None:
+            return jsonable(v)
+        return f"tensor {value.dtype}{list(value.shape)}"
+    if isinstance(value, NumpyArray):
+        return f"ndarray {value.dtype}{list(value.shape)}"
+    if isinstance(value, Opaque):
+        if not value.fields and len(value.args) == 1 and isinstance(value.args[0], (int, str)):
+            return value.args[0]  # an Enum member, e.g. ZeroStageEnum(2) -> 2
+        out = {"object": value.qualname}
+        if value.args and not value.fields:
+            out["args"] = jsonable(list(value.args), scalar, depth + 1)
+        out.update({str(k): jsonable(v, scalar, depth + 1) for k, v in value.fields.items()})
+        return out
+    if isinstance(value, UnsafeCall):
+        return f"unsafe call {value.qualname} (not run)"
+    if isinstance(value, (bytes, bytearray)):
+        return f"{len(value):,} bytes"
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, scalar, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v, scalar, depth + 1) for v in list(value)[:1000]]
+    return repr(value)[:200]
+
+
+def fields(obj) -> dict:
+    """A dict, or the attributes of an Opaque object (Namespace, dataclass ...)."""
+    if isinstance(obj, dict):
+        return obj
+    if isinstance(obj, Opaque):
+        return obj.fields
+    return {}
+
+
+def dig(obj, *keys):
+    for k in keys:
+        obj = fields(obj).get(k)
+        if obj is None:
+            return None
+    return obj
+
+
+def count_tensors(obj, limit: int = 10_000_000) -> int:
+    n, stack = 0, [obj]
+    while stack and n < limit:
+        o = stack.pop()
+        if isinstance(o, TensorRef):
+            n += 1
+        elif isinstance(o, dict):
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+        elif isinstance(o, Opaque):
+            stack.append(o.state)
+    return n
+
+
+def find_optimizer(obj, depth: int = 0):
+    """The torch optimizer state_dict ({"state", "param_groups"}) inside a wrapper's dict."""
+    f = fields(obj)
+    if isinstance(f.get("state"), dict) and isinstance(f.get("param_groups"), list):
+        return f
+    if depth >= 4:
+        return None
+    for key in ("optimizer_state_dict", "base_optimizer_state", "optimizer", "optimizer_states"):
+        inner = f.get(key)
+        if isinstance(inner, list) and inner:
+            inner = inner[0]
+        found = find_optimizer(inner, depth + 1) if inner is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+def as_int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+# --- names and numbers in sentences ---------------------------------------------------------------
+
+def name_list(files, n: int = 3) -> str:
+    files = list(files)
+    shown = ", ".join(files[:n])
+    return shown + (f" and {len(files) - n} more" if len(files) > n else "")
+
+
+def num(v) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(num(x) for x in v) + "]"
+    return str(v)
+
+
+def leaf(f: str) -> str:
+    return f.rstrip("/").rsplit("/", 1)[-1]
+
+
+def matching(files, rx: re.Pattern) -> list[str]:
+    return [f for f in files if rx.match(leaf(f))]
+
+
+def under(files, rel: str) -> list[str]:
+    return [f for f in files if f.startswith(rel + "/")] if rel else list(files)
+
+
+# --- statuses shared by every framework -----------------------------------------------------------
+
+def safe_fields(out: Found, pf: PickleFile) -> dict:
+    """The file's top-level fields, or none (and a problem) when it asks to run code."""
+    if pf.unsafe:
+        out.problems.append(Problem(ERROR, pf.name, f"asks to run {', '.join(pf.unsafe)} when "
+                                    "unpickled; not run, and its contents are not used"))
+        return {}
+    return fields(pf.obj)
+
+
+def read_each(fs, kind: str, files,
+              limit: int | None = MAX_RANK_FILES) -> tuple[list[PickleFile], Component | None]:
+    """Read the files (up to `limit`); the component is unsafe or damaged if any one is."""
+    pfs = [fs.pickle(f) for f in files[:limit]]
+    return pfs, damaged_or_unsafe(kind, files, pfs)
+
+
+def damaged_or_unsafe(kind: str, files, pfs) -> Component | None:
+    """A file with code-running globals makes the component unsafe; an unreadable one damaged."""
+    for pf in pfs:
+        if pf.unsafe:
+            return Component(kind, UNSAFE, tuple(files),
+                             f"{pf.name} asks to run {', '.join(pf.unsafe)} when unpickled (not "
+                             "run here); torch.load(weights_only=False) would execute it.",
+                             {"unsafe": list(pf.unsafe), "file": pf.name})
+    for pf in pfs:
+        if isinstance(pf, PickleFile) and (pf.obj is None or
+                                           any(p.severity == ERROR for p in pf.problems)):
+            why = next((p.message for p in pf.problems if p.severity == ERROR), "nothing readable")
+            return Component(kind, DAMAGED, tuple(files), f"{pf.name} could not be read: {why}.",
+                             {"file": pf.name})
+    return None
+
+
+def from_one_pickle(fs, kind: str, files, make: Callable) -> Component:
+    """A part saved alone in one pickle (scheduler.pt, scaler.pt ...), read by `make`."""
+    pf = fs.pickle(files[0])
+    return damaged_or_unsafe(kind, files, [pf]) or make(fs, pf, pf.obj, files, files[0])
+
+
+def dcp_status(kind: str, files, d: DcpCheckpoint) -> Component | None:
+    if d.unsafe:
+        return Component(kind, UNSAFE, tuple(files), f"the DCP metadata in {d.folder or '.'} asks "
+                         f"to run {', '.join(d.unsafe)} when unpickled (not run here); torch's "
+                         "own reader would execute it.", {"unsafe": list(d.unsafe)})
+    errors = [p.message for p in d.problems if p.severity == ERROR]
+    if errors:
+        unfinished = not d.entries and any(m.startswith(("incomplete", "empty")) for m in errors)
+        status = INCOMPLETE if unfinished else DAMAGED
+        return Component(kind, status, tuple(files),
+                         f"the DCP folder {d.folder or '.'} is not usable: {errors[0]}.")
+    return None
+
+
+def missing(kind: str, detail: str, facts: dict | None = None) -> Component:
+    return Component(kind, MISSING, (), detail, facts or {})
+
+
+def not_needed(kind: str, detail: str, facts: dict | None = None) -> Component:
+    return Component(kind, NOT_NEEDED, (), detail, facts or {})

@@ -1,0 +1,151 @@
+"""torch DCP checkpoints: torchtitan's step-N folders and plain DCP of unknown origin.
+
+Non-tensor items (steps, loader state) are small torch.save zips, decoded with the safe reader.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ckpt_browser.analysis.state.common import (INCOMPLETE, OK, UNSAFE, Found, as_int, dcp_status,
+                                                every_kind, jsonable, missing, name_list,
+                                                not_needed, num)
+from ckpt_browser.analysis.state.files import StateFiles
+from ckpt_browser.analysis.state.optimizer import optimizer_from_dcp
+from ckpt_browser.analysis.state.weights import weights_component
+from ckpt_browser.model import WARNING, Component, Problem
+from ckpt_browser.readers.detection.dcp import DCP_DATA
+from ckpt_browser.readers.frameworks import Detection
+from ckpt_browser.readers.standins import DcpCheckpoint
+
+TITAN_SCALER = "torchtitan trains in bf16/fp32 and has no grad scaler."
+
+
+def build_torchtitan(det: Detection, fs: StateFiles) -> Found:
+    out = Found()
+    if det.variant == "hf":
+        out.add(weights_component(fs, det.files("weights")))
+        for kind, what in (("optimizer", "no optimizer"), ("scheduler", "no LR scheduler"),
+                           ("data", "no data-loader"), ("progress", "no train_state")):
+            out.add(missing(kind, f"a last_save_in_hf export: model weights only, {what} state, "
+                            "so this can only warm-start a run."))
+        out.add(_titan_rng())
+        out.add(not_needed("scaler", TITAN_SCALER))
+        return out
+    d = _model_and_optimizer(det, fs, out, titan=True)
+    if d is None:
+        return out
+    files = det.files("weights")
+    sched = _values(fs, d, "lr_scheduler.")
+    out.add(_unsafe_items("scheduler", files, sched, "lr_scheduler.") or (
+        Component("scheduler", OK, tuple(files), f"lr_scheduler.last_epoch is "
+                  f"{num(sched.get('last_epoch'))} (torchtitan schedules are stateless "
+                  "lambdas, so this is all they need).", sched) if sched else
+        missing("scheduler", "no lr_scheduler.* keys: the LR schedule restarts (warmup "
+                "again) on resume.")))
+    out.add(_titan_data(fs, d, files, out))
+    train = _values(fs, d, "train_state.")
+    step = train.get("step")
+    out.step = as_int(step)
+    tokens = train.get("ntokens_seen")
+    out.add(_unsafe_items("progress", files, train, "train_state.") or (
+        Component("progress", OK, tuple(files), f"train_state.step is {num(step)}"
+                  + (f", {tokens:,} tokens seen." if as_int(tokens) else "."), train) if train
+        else missing("progress", "no train_state.* keys: the step is known only from the "
+                     f"folder name ({det.step_source or 'none'}).")))
+    if det.step is not None and out.step is not None and out.step != det.step:
+        out.problems.append(Problem(WARNING, None, f"train_state.step is {out.step} but the folder "
+                                    f"is named step-{det.step}"))
+    out.add(_titan_rng())
+    out.add(not_needed("scaler", TITAN_SCALER))
+    return out
+
+
+def build_dcp(det: Detection, fs: StateFiles) -> Found:
+    out = Found()
+    d = _model_and_optimizer(det, fs, out, titan=False)
+    if d is None:
+        return out
+    files = det.files("weights")
+    for kind, pre in (("scheduler", "lr_scheduler."), ("data", "dataloader."),
+                      ("progress", "train_state.")):
+        vals = _values(fs, d, pre)
+        out.add(_unsafe_items(kind, files, vals, pre) or (
+            Component(kind, OK, tuple(files), f"{pre}* keys in the DCP checkpoint: "
+                      f"{name_list(sorted(vals), 5)}.", {"keys": vals}) if vals else
+            missing(kind, f"a plain DCP checkpoint with no {pre}* keys: which framework wrote it "
+                    "is unknown, so this state is not found.")))
+    out.add(missing("rng", "DCP stores no RNG state unless the training script adds it."))
+    out.add(not_needed("scaler", "no grad-scaler keys in this DCP checkpoint."))
+    return out
+
+
+def _titan_rng() -> Component:
+    return missing("rng", "torchtitan never saves RNG state: random streams (dropout, sampling) "
+                   "restart on resume.")
+
+
+def _model_and_optimizer(det: Detection, fs: StateFiles, out: Found,
+                         titan: bool) -> DcpCheckpoint | None:
+    """Weights, optimizer and rank count; None (all seven filled) when the folder is unusable."""
+    files = det.files("weights")
+    d = fs.dcp("")
+    bad = dcp_status("weights", files, d)
+    if bad:
+        rng = _titan_rng() if titan else missing("rng", "no RNG state.")
+        every_kind(out, lambda kind: Component(kind, bad.status, bad.files, bad.detail)
+                   if kind != "rng" else rng)
+        return None
+    # torchtitan saves model FQNs at top level, with no "model." prefix
+    has_model_prefix = any(k.startswith("model.") for k in d.entries)
+    prefix = "model." if has_model_prefix or not titan else ""
+    out.add(weights_component(fs, files, dcp="", dcp_prefix=prefix))
+    out.add(optimizer_from_dcp(fs, files, "", "optimizer."))
+    ranks = {m.group(1) for f in d.files if (m := DCP_DATA.match(f))}
+    out.ranks = len(ranks) or None
+    return d
+
+
+def _values(fs: StateFiles, d: DcpCheckpoint, prefix: str) -> dict:
+    """Non-tensor DCP items under `prefix`, decoded when small and plain; tensors as labels."""
+    values = {}
+    for key, e in d.entries.items():
+        if key.startswith(prefix):
+            values[key[len(prefix):]] = jsonable(fs.dcp_value("", e))
+    return values
+
+
+def _unsafe_items(kind: str, files, values: dict, prefix: str) -> Component | None:
+    bad = [k for k, v in values.items() if isinstance(v, str) and v.startswith("unsafe call")]
+    if not bad:
+        return None
+    return Component(kind, UNSAFE, tuple(files), f"DCP item {prefix}{bad[0]} holds "
+                     f"{values[bad[0]]}; torch's default DCP load would execute it.",
+                     {"unsafe_items": [prefix + k for k in bad]})
+
+
+def _titan_data(fs: StateFiles, d: DcpCheckpoint, files, out: Found) -> Component:
+    vals = _values(fs, d, "dataloader.")
+    unsafe = _unsafe_items("data", files, vals, "dataloader.")
+    if unsafe:
+        return unsafe
+    if not vals:
+        return missing("data", "no dataloader.* keys: the data restarts from the beginning on "
+                       "resume.", {"stored": False})
+    world = vals.get("dp_world_size", vals.get("world_size"))
+    per_rank = sorted({k.split(".")[0] for k in vals if k.startswith("dp_rank_")},
+                      key=lambda k: int(re.sub(r"\D", "", k) or 0))
+    facts = {"stored": True, "world_size": jsonable(world), "per_rank": per_rank,
+             "state": dict(sorted(vals.items())[:50])}
+    if as_int(world):
+        out.ranks = world
+    elif per_rank:
+        out.ranks = len(per_rank)
+    expected = as_int(world)
+    if expected and len(per_rank) < expected:
+        return Component("data", INCOMPLETE, tuple(files), f"data-loader state for only "
+                         f"{len(per_rank)} of {expected} data-parallel ranks.", facts)
+    return Component("data", OK, tuple(files), f"data-loader position for {len(per_rank)} "
+                     f"data-parallel rank{'s' if len(per_rank) != 1 else ''} "
+                     f"(dp_world_size {num(world)}); resuming on a different number of ranks "
+                     "loses or refuses it.", facts)

@@ -1,0 +1,147 @@
+"""Reading state files once each, within size caps, with the restricted readers only."""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import os
+import struct
+import zipfile
+from collections.abc import Callable
+
+from ckpt_browser.model import ERROR, Problem
+from ckpt_browser.readers.pickle_safe import read_pickle_bytes
+from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile, TensorRef
+
+MAX_RANK_FILES = 1024  # per-rank files read in full; more are only counted
+MAX_DCP_ITEM = 1024 * 1024  # non-tensor DCP items decoded (steps, counters, loader state)
+
+_STRUCT = {"F64": "d", "F32": "f", "F16": "e", "I64": "q", "I32": "i", "I16": "h", "I8": "b",
+           "U8": "B", "U16": "H", "U32": "I", "U64": "Q", "BOOL": "?"}
+
+
+class StateFiles:
+    """Reads each state file once; remembers every PickleFile / DcpCheckpoint and problem."""
+
+    def __init__(self, root: str, max_json: int) -> None:
+        self.root = root
+        self.max_json = max_json
+        self._cache: dict[str, object] = {}
+        self.read: list = []
+        self.problems: list[Problem] = []
+        self._handles: dict[str, object] = {}  # files whose scalar tensors are being read
+
+    def close(self) -> None:
+        for f in self._handles.values():
+            f.close()
+        self._handles.clear()
+
+    def pickle(self, name: str) -> PickleFile:
+        if name not in self._cache:
+            from ckpt_browser.readers.torchfile import read_pickle_file
+
+            try:
+                pf = read_pickle_file(os.path.join(self.root, name), name)
+            except Exception as e:  # a reader bug must not hide the other components
+                pf = PickleFile(name, "pickle", problems=(Problem(ERROR, name, f"not read: {e}"),))
+            self._cache[name] = pf
+            self.read.append(pf)
+            self.problems.extend(pf.problems)
+        return self._cache[name]
+
+    def dcp(self, rel: str) -> DcpCheckpoint:
+        key = f"dcp:{rel}"
+        if key not in self._cache:
+            from ckpt_browser.readers.dcp import read_dcp
+
+            try:
+                d = read_dcp(os.path.join(self.root, rel) if rel else self.root, rel)
+            except Exception as e:
+                d = DcpCheckpoint(rel, problems=(Problem(ERROR, rel or None, f"not read: {e}"),))
+            self._cache[key] = d
+            self.read.append(d)
+            self.problems.extend(d.problems)
+        return self._cache[key]
+
+    def json(self, name: str) -> tuple[dict | None, str]:
+        """(document, why it is unreadable)."""
+        key = f"json:{name}"
+        if key not in self._cache:
+            self._cache[key] = read_json(os.path.join(self.root, name), self.max_json)
+            if self._cache[key][1]:
+                self.problems.append(Problem(ERROR, name, self._cache[key][1]))
+        return self._cache[key]
+
+    def dcp_value(self, rel: str, entry) -> object:
+        """A non-tensor DCP item's value, or a label for tensors. Each item is a standalone
+        torch.save zip inside a rank file (catalog 4.2): read it with the restricted unpickler."""
+        if entry.kind == "tensor":
+            return f"tensor {entry.dtype}{list(entry.shape or ())}"
+        chunk = entry.chunks[0] if entry.chunks else None
+        if chunk is None or chunk.file is None or not 0 < (chunk.length or 0) <= MAX_DCP_ITEM:
+            return None
+        name = f"{rel}/{chunk.file}" if rel else chunk.file
+        try:
+            with open(os.path.join(self.root, name), "rb") as f:
+                f.seek(chunk.offset)
+                blob = f.read(chunk.length)
+            with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+                pkl = next((i for i in zf.infolist() if i.filename.endswith("/data.pkl")), None)
+                if pkl is None or pkl.file_size > MAX_DCP_ITEM:
+                    return None
+                data = zf.read(pkl)
+        except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+            return None
+        obj, unsafe, problems = read_pickle_bytes(data, f"{name} ({entry.key})")
+        if unsafe:
+            self.problems.append(Problem(ERROR, name, f"item {entry.key} asks to run "
+                                         f"{', '.join(unsafe)} when unpickled; not run"))
+            return f"unsafe call {unsafe[0]} (not run)"
+        return obj if not any(p.severity == ERROR for p in problems) else None
+
+    def scalar(self, pf: PickleFile, ref) -> object:
+        """The value of a one-element tensor, read from its storage bytes; plain values pass."""
+        if not isinstance(ref, TensorRef):
+            return ref
+        fmt = _STRUCT.get(ref.dtype)
+        where = pf.storages.get(ref.storage_key)
+        if ref.numel != 1 or where is None or (fmt is None and ref.dtype != "BF16"):
+            return None
+        size = 2 if ref.dtype == "BF16" else struct.calcsize(fmt)
+        begin = where[0] + ref.storage_offset * size
+        if ref.storage_offset * size + size > where[1]:
+            return None
+        try:
+            f = self._handles.get(pf.name)
+            if f is None:
+                f = self._handles[pf.name] = open(os.path.join(self.root, pf.name), "rb")
+            f.seek(begin)
+            raw = f.read(size)
+        except OSError:
+            return None
+        if len(raw) != size:
+            return None
+        if ref.dtype == "BF16":
+            return struct.unpack("<f", b"\0\0" + raw)[0]
+        return struct.unpack("<" + fmt, raw)[0]
+
+    def scalars(self, pf: PickleFile | None) -> Callable:
+        """`scalar` bound to one file, as jsonable() takes it; without a file, no values."""
+        return functools.partial(self.scalar, pf) if pf is not None else (lambda v: None)
+
+
+def read_json(path: str, limit: int) -> tuple[dict | None, str]:
+    try:
+        size = os.path.getsize(path)
+        if size > limit:
+            return None, f"{size:,} bytes, over the {limit:,}-byte limit for JSON; not read"
+        with open(path, "rb") as f:
+            doc = json.loads(f.read().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        return None, f"not valid JSON: {e}"
+    except OSError as e:
+        return None, f"cannot read it: {e.strerror or e}"
+    if not isinstance(doc, dict):
+        return None, "not a JSON object"
+    return doc, ""

@@ -1,0 +1,94 @@
+"""RNG state saved per rank (HF rng_state*.pth, accelerate random_states_*.pkl)."""
+
+from __future__ import annotations
+
+import re
+
+from ckpt_browser.analysis.state.common import (INCOMPLETE, OK, Found, fields, jsonable, missing,
+                                                read_each)
+from ckpt_browser.analysis.state.files import StateFiles
+from ckpt_browser.model import Component
+
+# accelerate / Megatron RNG key -> the generator it restores (catalog 1.3, 2, 6)
+RNG_NAMES = {
+    "python": "python", "numpy": "numpy", "cpu": "cpu", "cuda": "cuda", "xla": "xla", "npu": "npu",
+    "hpu": "hpu", "mlu": "mlu", "musa": "musa", "xpu": "xpu", "mps": "mps",
+    "random_state": "python", "numpy_random_seed": "numpy", "torch_manual_seed": "cpu",
+    "torch_cuda_manual_seed": "cuda", "torch_xpu_manual_seed": "xpu",
+    "torch_mlu_manual_seed": "mlu", "torch_sdaa_manual_seed": "sdaa",
+    "torch_musa_manual_seed": "musa", "torch_hpu_manual_seed": "hpu",
+    "torch_neuron_manual_seed": "neuron", "xm_seed": "xla",
+    "random_rng_state": "python", "np_rng_state": "numpy", "torch_rng_state": "cpu",
+    "cuda_rng_state": "cuda", "rng_tracker_states": "cuda-tracker",
+}
+RANK_IN_NAME = re.compile(r"_(\d+)\.(?:pth|pkl)$")
+
+
+def rank_of(name: str) -> int:
+    m = RANK_IN_NAME.search(name)
+    return int(m.group(1)) if m else 0
+
+
+def gaps(ranks) -> list[int]:
+    have = set(ranks)
+    return [r for r in range(max(have) + 1) if r not in have] if have else []
+
+
+def generators(state, skip: str | None = None) -> list[str]:
+    """The generators an RNG dict restores, by their common names."""
+    return sorted({RNG_NAMES.get(str(k), str(k)) for k in fields(state) if str(k) != skip})
+
+
+def add_rng(out: Found, fs: StateFiles, files, absent: str, **how) -> None:
+    """The per-rank RNG files, or `absent` saying why their lack matters; sets out.ranks."""
+    if not files:
+        out.add(missing("rng", absent))
+        return
+    rng, out.ranks = rng_component(fs, files, **how)
+    out.add(rng)
+
+
+def rng_component(fs: StateFiles, files, required=("python", "numpy", "cpu"),
+                  expected: int | None = None,
+                  when: str = "restored right after the data skip on resume; with a different "
+                  "number of processes the Trainer silently skips that restore"
+                  ) -> tuple[Component, int | None]:
+    files = tuple(files)
+    pfs, bad = read_each(fs, "rng", files)
+    if bad:
+        return bad, len(files) or None
+    per_rank: dict[str, list[str]] = {}
+    micro: dict[str, object] = {}
+    for pf in pfs:
+        f = fields(pf.obj)
+        r = str(rank_of(pf.name))
+        per_rank[r] = generators(f, skip="step")
+        if "step" in f:
+            micro[r] = jsonable(f["step"], fs.scalars(pf))
+    ranks = [rank_of(f) for f in files]
+    lost = gaps(ranks)
+    if expected:
+        lost = sorted(set(lost) | {r for r in range(expected) if r not in ranks})
+    facts: dict = {"ranks": per_rank}
+    if micro:
+        facts["micro_step"] = micro
+    if lost:
+        facts["missing_ranks"] = lost
+        return Component("rng", INCOMPLETE, files,
+                         f"RNG state for rank{'s' if len(lost) > 1 else ''} "
+                         f"{', '.join(map(str, lost))} is missing: those ranks restart their "
+                         "random streams, so dropout and shuffling differ from an uninterrupted "
+                         "run.", facts), len(files) + len(lost)
+    short = {r: [k for k in required if k not in keys] for r, keys in per_rank.items()}
+    short = {r: ks for r, ks in short.items() if ks}
+    if short:
+        facts["missing_generators"] = short
+        r, ks = next(iter(short.items()))
+        return Component("rng", INCOMPLETE, files,
+                         f"rank {r}'s RNG file lacks the {', '.join(ks)} generator state, so "
+                         "those streams restart on resume.", facts), len(files)
+    n = len(files)
+    gens = sorted({g for keys in per_rank.values() for g in keys})
+    return Component("rng", OK, files,
+                     f"RNG state for {n} rank{'s' if n != 1 else ''} ({', '.join(gens)}), "
+                     f"{when}.", facts), n

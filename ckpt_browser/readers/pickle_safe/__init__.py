@@ -1,0 +1,117 @@
+"""A pickle reader that rebuilds data and never runs code (catalog sections 8 and 8.2).
+
+`find_class` never imports anything. A global is either a value from the allowlist (a dtype
+tag), or an inert stand-in: `Opaque(qualname)`, or `UnsafeCall(qualname)` for a callable that
+could run code or touch the system. Calling a stand-in (REDUCE, NEWOBJ, INST, OBJ) goes through
+the allowlist's local recorders (tensors become TensorRef, numpy arrays NumpyArray, OrderedDict a
+dict ...); any other call yields `Opaque(qualname, args)`, filled in by BUILD.
+
+Everything is bounded: the pickle's size, the opcodes it may run (each may allocate an object),
+the memo, and how deep values nest. Bad content becomes one-line Problems, never an exception.
+
+  unpickler.py   the opcode loop and its budgets; globals, persistent ids and calls
+  containers.py  the opcodes that fill containers; tuples record how deep they nest
+  policy.py      which globals are reported as unsafe
+  allowlist.py   the torch allowlist: dtype tags (dtypes.py) and recorders (torch_records,
+                 builtin_records, numpy_records; their argument checks in checks.py)
+  bounds.py      after reading: measure the whole graph and cut a bomb
+  limits.py      the caps, CappedReader, the elided marker
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckpt_browser.model import ERROR, WARNING, Problem
+from ckpt_browser.readers.pickle_safe.allowlist import TORCH_GLOBALS
+from ckpt_browser.readers.pickle_safe.bounds import measure, pruned
+from ckpt_browser.readers.pickle_safe.dtypes import DTYPE_GLOBALS, ITEMSIZE
+from ckpt_browser.readers.pickle_safe.limits import (
+    MAX_DEPTH, MAX_MEMO, MAX_OPS, MAX_PATHS, MAX_PICKLE_BYTES, CappedReader, Limit, short,
+)
+from ckpt_browser.readers.pickle_safe.policy import is_unsafe
+from ckpt_browser.readers.pickle_safe.torch_records import torch_layout, torch_size
+from ckpt_browser.readers.pickle_safe.unpickler import SafeUnpickler
+
+__all__ = [
+    "DTYPE_GLOBALS", "ITEMSIZE", "MAX_DEPTH", "MAX_MEMO", "MAX_OPS", "MAX_PATHS",
+    "MAX_PICKLE_BYTES", "TORCH_GLOBALS", "CappedReader", "SafeUnpickler", "Unpickled",
+    "is_unsafe", "read_pickle_bytes", "short", "torch_layout", "torch_size", "unpickle",
+]
+
+
+@dataclass
+class Unpickled:
+    obj: Any = None
+    ok: bool = False  # read to its STOP opcode
+    unsafe: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    storages: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (tag, numel)
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, Limit):
+        return str(e)
+    if isinstance(e, RecursionError):
+        return "pickle nests too deeply to read (RecursionError)"
+    if isinstance(e, MemoryError):
+        return "ran out of memory while reading the pickle"
+    if isinstance(e, EOFError):
+        return "pickle ends early (truncated?)"
+    text = " ".join(str(e).split())[:160]
+    return f"cannot unpickle: {type(e).__name__}: {text}" if text else \
+        f"cannot unpickle: {type(e).__name__}"
+
+
+def _at_end(file) -> bool:
+    try:
+        return file.read(1) == b""
+    except Exception:  # noqa: BLE001 - e.g. a CappedReader at its limit
+        return False
+
+
+# The entry points read MAX_MEMO and MAX_PICKLE_BYTES from this module when called, so that
+# patching pickle_safe.MAX_MEMO (as the tests do) still takes effect.
+
+def unpickle(file, name: str, allow: dict | None = None, *, storage_ids: str | None = "zip",
+             max_ops: int = MAX_OPS) -> Unpickled:
+    """Read one pickle from `file` (a BytesIO, or a CappedReader over a real file)."""
+    u = SafeUnpickler(file, name, allow, storage_ids=storage_ids, max_ops=max_ops,
+                      max_memo=MAX_MEMO)
+    problems: list[Problem] = []
+    obj, ok = None, False
+    try:
+        obj, ok = u.load(), True
+    except Exception as e:  # noqa: BLE001 - bad content of any kind becomes a Problem
+        if not isinstance(e, (Limit, MemoryError, RecursionError)) and _at_end(file):
+            e = EOFError()  # an opcode cut short fails in many ways; say what happened
+        problems.append(Problem(ERROR, name, _message(e)))
+    finally:
+        u.release()
+    if ok:
+        try:
+            height, paths = measure(obj)
+            if height > MAX_DEPTH or paths > MAX_PATHS:
+                obj = pruned(obj)
+                u.note(f"the object nests deeper than {MAX_DEPTH} levels or expands to more "
+                       f"than {MAX_PATHS:,} paths; the excess is elided (pickle bomb?)")
+        except (RecursionError, MemoryError) as e:
+            obj, ok = None, False
+            problems.append(Problem(ERROR, name, _message(e)))
+    notes = [Problem(WARNING, name, n) for n in u.notes]
+    if u.note_count > len(u.notes):
+        more = u.note_count - len(u.notes)
+        notes.append(Problem(WARNING, name, f"... and {more:,} more warnings like these"))
+    problems[:0] = notes
+    return Unpickled(obj, ok, tuple(u.unsafe), tuple(problems), u.storages)
+
+
+def read_pickle_bytes(data: bytes, name: str) -> tuple[Any, tuple[str, ...], tuple[Problem, ...]]:
+    """One pickle from memory, with the torch allowlist: (object, unsafe names, problems)."""
+    if len(data) > MAX_PICKLE_BYTES:
+        return None, (), (Problem(ERROR, name, f"pickle is {len(data):,} bytes, over the "
+                                  f"{MAX_PICKLE_BYTES:,}-byte limit; not read"),)
+    result = unpickle(io.BytesIO(data), name)
+    return result.obj, result.unsafe, result.problems

@@ -1,0 +1,162 @@
+"""SafeUnpickler: the opcode loop with its budgets, and the opcodes that could run code.
+
+`find_class` never imports anything: a global is a tag from the allowlist, or an inert
+stand-in (`UnsafeCall` for what the policy calls unsafe, else `Opaque`). A call (REDUCE,
+NEWOBJ, INST, OBJ) goes to the allowlist's recorder, or becomes `Opaque(qualname, args)`.
+"""
+
+from __future__ import annotations
+
+import pickle
+from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
+from typing import Any
+
+from ckpt_browser.readers.pickle_safe.allowlist import TORCH_GLOBALS
+from ckpt_browser.readers.pickle_safe.checks import BadCall
+from ckpt_browser.readers.pickle_safe.containers import HASHED, Containers
+from ckpt_browser.readers.pickle_safe.limits import (
+    MAX_MEMO, MAX_NOTES, MAX_OPS, Limit, elided, short,
+)
+from ckpt_browser.readers.pickle_safe.policy import is_unsafe
+from ckpt_browser.readers.pickle_safe.torch_records import storage_ref
+from ckpt_browser.readers.standins import Opaque, UnsafeCall
+
+_P = pickle._Unpickler  # the pure-Python unpickler: its opcodes can be hooked one by one
+
+
+class SafeUnpickler(Containers, _P):
+    """Restricted unpickler. `allow` maps dotted names to a dtype tag (a value global) or to a
+    recorder `fn(unpickler, args) -> object`. `storage_ids`: None, "zip" or "legacy"."""
+
+    dispatch = {**_P.dispatch, **Containers.dispatch}
+
+    def __init__(self, file, name: str, allow: dict | None = None, *,
+                 storage_ids: str | None = "zip", max_ops: int = MAX_OPS,
+                 max_memo: int = MAX_MEMO):
+        super().__init__(file)
+        self.name = name
+        self.allow = TORCH_GLOBALS if allow is None else allow
+        self.storage_ids = storage_ids
+        self.max_ops, self.max_memo = max_ops, max_memo
+        self.unsafe: dict[str, None] = {}
+        self.storages: dict[str, tuple[str, int]] = {}  # key -> (tag, numel)
+        self.notes: list[str] = []
+        self.note_count = 0
+
+    # -- the loop, with an opcode budget --------------------------------------------------
+    def load(self):
+        # A FRAME only announces that the next N bytes belong together; reading them straight
+        # from the source gives the same bytes, one Python call per read fewer.
+        self.read, self.readline = self._file_read, self._file_readline
+        self.metastack, self.stack = [], []
+        self.append = self.stack.append
+        self.proto = 0
+        read, get, memo, max_memo = self.read, self.dispatch.get, self.memo, self.max_memo
+        ops = 0
+        try:
+            while True:
+                for _ in range(1024):
+                    key = read(1)
+                    if not key:
+                        raise EOFError
+                    op = get(key[0])
+                    if op is None:
+                        raise pickle.UnpicklingError(f"invalid opcode {key!r}")
+                    op(self)
+                ops += 1024
+                if ops > self.max_ops:
+                    raise Limit(f"pickle runs more than {self.max_ops:,} opcodes")
+                if len(memo) > max_memo:
+                    raise Limit(f"pickle memo holds more than {max_memo:,} objects")
+        except pickle._Stop as stop:
+            return stop.value
+
+    def load_frame(self):
+        self.read(8)  # the frame's length: nothing to do with it
+    dispatch[pickle.FRAME[0]] = load_frame
+
+    def release(self) -> None:
+        """Drop what the read holds besides its result."""
+        self.stack = self.metastack = None
+        self.memo.clear()
+        self._pins.clear()
+
+    def note(self, message: str) -> None:
+        if message in self.notes:
+            return
+        self.note_count += 1
+        if len(self.notes) < MAX_NOTES:
+            self.notes.append(message)
+
+    # -- globals --------------------------------------------------------------------------
+    def find_class(self, module: str, name: str):
+        if self.proto < 3 and self.fix_imports:
+            if (module, name) in NAME_MAPPING:
+                module, name = NAME_MAPPING[(module, name)]
+            elif module in IMPORT_MAPPING:
+                module = IMPORT_MAPPING[module]
+        qual = f"{module}.{name}"
+        spec = self.allow.get(qual)
+        if isinstance(spec, str):
+            return spec
+        if spec is None and is_unsafe(qual):
+            self.unsafe[qual] = None
+            return UnsafeCall(qual)
+        return Opaque(qual)
+
+    def get_extension(self, code):
+        raise pickle.UnpicklingError(f"extension code {code} (copyreg registry) is not supported")
+
+    def persistent_load(self, pid):
+        if type(pid) is tuple and pid and pid[0] == "storage" and self.storage_ids:
+            ref = storage_ref(self, pid)
+            if ref is not None:
+                return ref
+        elif (self.storage_ids == "legacy" and type(pid) is tuple and len(pid) == 4
+              and pid[0] == "module" and type(pid[1]) is Opaque):
+            return pid[1]  # torch.save(model) in the legacy format: the module's class
+        self.note(f"unexpected persistent id {short(pid)}; kept as an elided value")
+        return elided()
+
+    # -- calls ----------------------------------------------------------------------------
+    def call(self, func, args) -> Any:
+        """What REDUCE/NEWOBJ/INST/OBJ would build: a recorder's result or an inert stand-in."""
+        if type(args) is list:
+            args = tuple(args)
+        if type(args) is not tuple:
+            self.note(f"a call with arguments {short(args)} instead of a tuple")
+            return elided()
+        if type(func) is UnsafeCall:
+            return self._nested(UnsafeCall(func.qualname, args), args)
+        if type(func) is not Opaque:
+            self.note(f"the pickle calls a {type(func).__name__} ({short(func)})")
+            return self._nested(Opaque(f"<not callable: {type(func).__name__}>", args), args)
+        recorder = self.allow.get(func.qualname)
+        if recorder is None:
+            return self._nested(Opaque(func.qualname, args), args)
+        try:
+            result = recorder(self, args)
+        except BadCall as e:
+            self.note(f"{func.qualname} called with unexpected arguments ({e}); kept as opaque")
+            return self._nested(Opaque(func.qualname, args), args)
+        # a hashable result may hold its args: count it as one level above them
+        return self._nested(result, args) if type(result) in HASHED else result
+
+    def load_reduce(self):
+        args = self.stack.pop()
+        self.stack[-1] = self.call(self.stack[-1], args)
+    load_newobj = load_reduce  # the same for us: a callable and its args on the stack
+    dispatch[pickle.REDUCE[0]] = load_reduce
+    dispatch[pickle.NEWOBJ[0]] = load_newobj
+
+    def load_newobj_ex(self):
+        kwargs = self.stack.pop()
+        args = self.stack.pop()
+        obj = self.call(self.stack[-1], args)
+        if kwargs and type(obj) is Opaque:
+            object.__setattr__(obj, "state", {"__kwargs__": kwargs})
+        self.stack[-1] = obj
+    dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
+
+    def _instantiate(self, klass, args):  # INST and OBJ (protocols 0 and 1)
+        self.append(self.call(klass, tuple(args)))

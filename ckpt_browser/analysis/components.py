@@ -9,17 +9,10 @@ Each framework family's rules live in `analysis/state/`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 
-from ckpt_browser.analysis.state.accelerate import build_accelerate
 from ckpt_browser.analysis.state.common import Found, every_kind, missing
-from ckpt_browser.analysis.state.dcp import build_dcp, build_torchtitan
-from ckpt_browser.analysis.state.deepspeed import build_deepspeed
 from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.analysis.state.hf import build_hf
-from ckpt_browser.analysis.state.lightning import build_lightning
-from ckpt_browser.analysis.state.megatron import build_megatron
-from ckpt_browser.analysis.state.weights import build_safetensors
 from ckpt_browser.model import COMPONENTS, TrainingState
 from ckpt_browser.readers.frameworks import Detection, detect
 
@@ -33,11 +26,22 @@ def build_unknown(det: Detection, fs: StateFiles) -> Found:
         kind, "no framework's checkpoint files were recognised here."))
 
 
-BUILDERS: dict[str, Callable[[Detection, StateFiles], Found]] = {
-    "hf-trainer": build_hf, "accelerate": build_accelerate, "lightning": build_lightning,
-    "torchtitan": build_torchtitan, "dcp": build_dcp, "deepspeed": build_deepspeed,
-    "megatron": build_megatron, "safetensors": build_safetensors, "unknown": build_unknown,
+# framework -> "module:function" under analysis/state/, imported only for the framework found:
+# a safetensors-only folder (the 94,000-tensor benchmark) loads one small module, not all six.
+BUILDERS: dict[str, str] = {
+    "hf-trainer": "hf:build_hf", "accelerate": "accelerate:build_accelerate",
+    "lightning": "lightning:build_lightning", "torchtitan": "dcp:build_torchtitan",
+    "dcp": "dcp:build_dcp", "deepspeed": "deepspeed:build_deepspeed",
+    "megatron": "megatron:build_megatron", "safetensors": "weights:build_safetensors",
 }
+
+
+def _builder(framework: str):
+    target = BUILDERS.get(framework)
+    if target is None:
+        return build_unknown
+    module, name = target.split(":")
+    return getattr(importlib.import_module(f"ckpt_browser.analysis.state.{module}"), name)
 
 
 def training_state(path: str) -> TrainingState:
@@ -46,7 +50,7 @@ def training_state(path: str) -> TrainingState:
     det = detect(path)
     fs = StateFiles(det.root, MAX_JSON)
     try:
-        found = BUILDERS.get(det.framework, build_unknown)(det, fs)
+        found = _builder(det.framework)(det, fs)
     finally:
         fs.close()
     comps = {k: found.components.get(k) or missing(k, "nothing in this checkpoint holds it.")

@@ -67,8 +67,7 @@ class BrowserApp(App[int]):
         """Show the current state's skeleton and start reading it."""
         self._set_mode("shard" if self.state.layout.files else "state")
         self._summary.refresh_summary()
-        self.load_headers()
-        self.load_training()
+        self.load_headers()  # the training state is read once the headers are in
 
     def open_checkpoint(self, path: str) -> None:
         """Switch to another checkpoint (from the timeline); stale workers are ignored."""
@@ -152,6 +151,7 @@ class BrowserApp(App[int]):
         if message.state is not self.state:
             return
         self.state.checkpoint = message.checkpoint
+        self.load_training()
         if self._tree.mode == "shard":  # the module view waits for ModulesReady
             self._tree.refresh_shards(self.state.layout.files)
         self._summary.refresh_summary()

@@ -11,7 +11,6 @@ import zipfile
 from collections.abc import Callable
 
 from ckpt_browser.model import ERROR, Problem
-from ckpt_browser.readers.pickle_safe import read_pickle_bytes
 from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile, TensorRef
 
 MAX_RANK_FILES = 1024  # per-rank files read in full; more are only counted
@@ -93,6 +92,8 @@ class StateFiles:
                 data = zf.read(pkl)
         except (OSError, zipfile.BadZipFile, ValueError, EOFError):
             return None
+        from ckpt_browser.readers.pickle_safe import read_pickle_bytes  # only when a DCP is read
+
         obj, unsafe, problems = read_pickle_bytes(data, f"{name} ({entry.key})")
         if unsafe:
             self.problems.append(Problem(ERROR, name, f"item {entry.key} asks to run "

@@ -13,6 +13,8 @@ KEYS = [
     ("right / left", "expand / collapse (left again: go to the parent)"),
     ("enter / space", "toggle the highlighted node"),
     ("m", "switch the tree: by shard <-> by module"),
+    ("t", "training state: optimizer, scheduler, RNG, data, progress, scaler"),
+    ("c", "another checkpoint of the same folder (when opened on a folder of them)"),
     ("/", "filter tensor names (substring, or glob such as layers.*.q_proj*)"),
     ("escape", "clear the filter / close this window"),
     ("p", "list every problem found"),

@@ -201,3 +201,29 @@ class TrainingState:
     components: dict[str, Component] = field(default_factory=dict)
     files: tuple = ()  # tuple[PickleFile | DcpCheckpoint, ...]: every state file read
     problems: tuple[Problem, ...] = ()
+
+
+VERDICTS = ("exact", "inexact", "weights-only", "broken")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason behind a resume verdict: what is wrong, where, what it means on resume."""
+
+    severity: str  # ERROR | WARNING | INFO
+    component: str  # one of COMPONENTS
+    file: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class ResumeReport:
+    """`ckpt-browser check`: one verdict for one checkpoint (issue 4's JSON)."""
+
+    path: str
+    format: str
+    verdict: str  # one of VERDICTS
+    step: int | None
+    ranks: int | None
+    components: dict[str, Component]
+    findings: tuple[Finding, ...] = ()

@@ -11,16 +11,39 @@ import os
 import sys
 
 from ckpt_browser import __version__
-from ckpt_browser.errors import (EXIT_BUG, EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, CheckpointError,
-                                 UsageError)
+from ckpt_browser.errors import (EXIT_BUG, EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, VERDICT_EXIT,
+                                 CheckpointError, UsageError)
 from ckpt_browser.report.escape import printable as _one_line
 
 EXIT_CODES = """exit codes: 0 fine, 2 usage error or nothing readable at PATH,
-5 the checkpoint is damaged (error-level problems), 1 a bug in ckpt-browser"""
+5 the checkpoint is damaged (error-level problems), 1 a bug in ckpt-browser;
+check: 0 exact, 3 inexact, 4 weights-only, 5 broken"""
+CHECK_EXIT_CODES = """exit codes: 0 exact, 3 inexact, 4 weights-only, 5 broken (for a folder of
+checkpoints: the newest one's verdict), 2 usage error or nothing readable at PATH,
+1 a bug in ckpt-browser"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr, like every other error."""
+
+    def error(self, message: str):
+        usage = " ".join(self.format_usage().split())
+        self.exit(EXIT_USAGE, _one_line(f"{self.prog}: error: {message} ({usage})") + "\n")
+
+
+def _world_size(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of ranks, 1 or more, "
+                                         f"not {text!r}")
+    return n
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="ckpt-browser",
         description="Look inside model and training checkpoints without loading them.",
         epilog="With no subcommand, opens PATH (default: a bundled sample) in the terminal UI.\n"
@@ -35,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
     ins.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
     ins.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
                      "which one (a name such as checkpoint-500, or a step); default the newest")
+    chk = sub.add_parser("check", help="can training resume from this checkpoint? a verdict "
+                         "(exact, inexact, weights-only, broken) and what is missing",
+                         epilog=CHECK_EXIT_CODES,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    chk.add_argument("path", metavar="PATH", help="a checkpoint folder or file, or a folder of "
+                     "checkpoints (each is checked, newest first)")
+    chk.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
+    chk.add_argument("--world-size", metavar="N", type=_world_size,
+                     help="check a resume on N ranks: per-rank RNG and data state, ZeRO shards, "
+                     "Megatron parallel degrees, DCP resharding")
     ui = sub.add_parser("browse", help="open PATH in the terminal UI (the default command)")
     ui.add_argument("path", metavar="PATH", nargs="?")
     return p
@@ -42,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _split(argv: list[str]) -> list[str]:
     """`ckpt-browser PATH` means `ckpt-browser browse PATH`."""
-    commands = {"inspect", "browse"}
+    commands = {"inspect", "check", "browse"}
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
         return ["browse", *argv]
     return argv
@@ -103,6 +136,26 @@ def cmd_inspect(args) -> int:
     return EXIT_OK
 
 
+def cmd_check(args) -> int:
+    from ckpt_browser.readers.timeline import is_timeline
+    from ckpt_browser.report.resume import resume_doc, resume_text, timeline_resume_text
+
+    if is_timeline(args.path):
+        from ckpt_browser.analysis.resume import resume_reports
+
+        timeline = resume_reports(args.path, args.world_size)
+        reports = timeline.reports
+        out = (json.dumps([resume_doc(r) for r in reports]) if args.json
+               else timeline_resume_text(timeline))
+    else:
+        from ckpt_browser.analysis.resume import resume_report
+
+        reports = (resume_report(args.path, args.world_size),)
+        out = json.dumps(resume_doc(reports[0])) if args.json else resume_text(reports[0])
+    sys.stdout.write(out + "\n")
+    return VERDICT_EXIT[reports[0].verdict]
+
+
 def cmd_browse(args) -> int:
     from ckpt_browser.readers import open_layout
 
@@ -120,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _parser().parse_args(_split(argv))
-        return {"inspect": cmd_inspect, "browse": cmd_browse}[args.command](args)
+        return {"inspect": cmd_inspect, "check": cmd_check,
+                "browse": cmd_browse}[args.command](args)
     except CheckpointError as e:
         print(_one_line(f"ckpt-browser: {e}"), file=sys.stderr)
         return e.exit_code

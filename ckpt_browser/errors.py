@@ -13,6 +13,12 @@ EXIT_BUG = 1
 EXIT_USAGE = 2
 EXIT_DAMAGED = 5
 
+# `check`: one exit code per resume verdict (0 and 5 shared with the codes above).
+EXIT_INEXACT = 3
+EXIT_WEIGHTS_ONLY = 4
+VERDICT_EXIT = {"exact": EXIT_OK, "inexact": EXIT_INEXACT, "weights-only": EXIT_WEIGHTS_ONLY,
+                "broken": EXIT_DAMAGED}
+
 
 class CheckpointError(Exception):
     """A path that cannot be opened as a checkpoint at all."""

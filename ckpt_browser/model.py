@@ -227,3 +227,12 @@ class ResumeReport:
     ranks: int | None
     components: dict[str, Component]
     findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResumeTimeline:
+    """`ckpt-browser check` on a folder of checkpoints: every one's report, newest first."""
+
+    path: str
+    reports: tuple[ResumeReport, ...]  # newest first, as the timeline orders them
+    newest_exact: ResumeReport | None = None  # the newest checkpoint that resumes exactly

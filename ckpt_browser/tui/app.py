@@ -20,6 +20,7 @@ from ckpt_browser.tui.messages import (FilterReady, HeadersRead, LoadFinished, M
                                        TrainingRead)
 from ckpt_browser.tui.screens.help import HelpScreen
 from ckpt_browser.tui.screens.problems import ProblemsScreen
+from ckpt_browser.tui.screens.resume import ResumeScreen
 from ckpt_browser.tui.screens.timeline import TimelineScreen
 from ckpt_browser.tui.state import BrowseState
 from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
@@ -35,6 +36,7 @@ class BrowserApp(App[int]):
         Binding("escape", "clear_filter", "Clear", show=False),
         Binding("m", "toggle_view", "View"),
         Binding("t", "training_view", "State"),
+        Binding("r", "resume", "Resume?"),
         Binding("p", "problems", "Problems"),
         Binding("question_mark", "help", "Help"),
         Binding("c", "timeline", "Checkpoints"),
@@ -133,9 +135,12 @@ class BrowserApp(App[int]):
         """Optimizer, scheduler, RNG ... read after the weights: a failure here leaves
         the weights browsable."""
         from ckpt_browser.analysis.components import training_state
+        from ckpt_browser.analysis.resume import report_from
 
         state = self.state
-        self.post_message(TrainingRead(state, training_state(state.layout.path)))
+        training = training_state(state.layout.path)
+        resume = report_from(state.checkpoint, training) if state.checkpoint else None
+        self.post_message(TrainingRead(state, training, resume))
 
     @on(HeadersRead)
     def _headers_read(self, message: HeadersRead) -> None:
@@ -169,6 +174,7 @@ class BrowserApp(App[int]):
         if message.state is not self.state:
             return
         self.state.training = message.training
+        self.state.resume = message.resume
         if self._tree.mode == "state":
             self._rebuild_tree()
         if message.training.problems and self.state.loaded:
@@ -255,6 +261,22 @@ class BrowserApp(App[int]):
     def action_training_view(self) -> None:
         self._set_mode("shard" if self._tree.mode == "state" else "state")
 
+    def action_resume(self) -> None:
+        report = self.state.resume
+        if report is None:
+            self.notify("Still reading the training state…", timeout=3)
+            return
+
+        def chosen(finding) -> None:
+            if finding is not None and finding.file:
+                tree = self._tree
+                if not tree.reveal_file(finding.file):
+                    self._set_mode("state")
+                    tree.reveal_file(finding.file)
+                tree.focus()
+
+        self.push_screen(ResumeScreen(report), chosen)
+
     def action_problems(self) -> None:
         self.push_screen(ProblemsScreen(self.state.problems))
 
@@ -270,6 +292,8 @@ class BrowserApp(App[int]):
                             self.action_filter)
         yield SystemCommand("Clear filter", "Show every tensor again (Esc)", self.action_clear_filter)
         yield SystemCommand("Show problems", "Every problem found, by file (p)", self.action_problems)
+        yield SystemCommand("Resume check", "Verdict, components and findings (r)",
+                            self.action_resume)
         yield SystemCommand("Help: keys", "What each key does (?)", self.action_help)
         if self.timeline:
             yield SystemCommand("Checkpoints", "Pick another checkpoint of this folder (c)",

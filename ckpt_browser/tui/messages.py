@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from ckpt_browser.analysis.modules import ModuleNode
-from ckpt_browser.model import Checkpoint, ShardInfo, TrainingState
+from ckpt_browser.model import Checkpoint, ResumeReport, ShardInfo, TrainingState
 from ckpt_browser.tui.state import BrowseState
 
 
@@ -48,3 +48,4 @@ class TrainingRead(Message):
 
     state: BrowseState
     training: TrainingState
+    resume: ResumeReport | None

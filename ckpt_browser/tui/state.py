@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ckpt_browser.analysis.filter import name_matcher
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
 from ckpt_browser.model import (ERROR, Checkpoint, Layout, ShardInfo, TensorInfo, Totals,
-                                 TrainingState, natural_key)
+                                 ResumeReport, TrainingState, natural_key)
 
 
 @dataclass
@@ -21,6 +21,7 @@ class BrowseState:
     checkpoint: Checkpoint | None = None  # set once every header is read
     modules: ModuleNode | None = None  # the whole module tree, built off the UI thread
     training: TrainingState | None = None  # read after the weights' headers
+    resume: ResumeReport | None = None  # the verdict, from the weights and the training state
     pattern: str = ""
 
     def __post_init__(self) -> None:

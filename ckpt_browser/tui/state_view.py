@@ -40,6 +40,14 @@ def file_name(f) -> str:
     return str(f)
 
 
+def holds(f, name: str) -> bool:
+    """Whether a DCP folder read stands for the file `name` (its .metadata or a rank file)."""
+    if not isinstance(f, DcpCheckpoint):
+        return False
+    members = (".metadata", *f.files)
+    return name in (os.path.join(f.folder, m) if f.folder else m for m in members)
+
+
 def _by_name(training: TrainingState) -> dict:
     """File name -> what was read from it; a DCP folder answers for its .metadata and rank files."""
     by_name = {}

@@ -8,7 +8,7 @@ from ckpt_browser.analysis.state.common import (DAMAGED, INCOMPLETE, MISSING, OK
                                                 not_needed, num, safe_fields)
 from ckpt_browser.analysis.state.deepspeed import deepspeed_parts, ds_scaler, ds_scheduler
 from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.analysis.state.rng import add_rng
+from ckpt_browser.analysis.state.rng import RANK_IN_NAME, add_rng
 from ckpt_browser.analysis.state.scaler import fp16_scaler_missing, scaler_file
 from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.sources import optimizer_sources, weights_sources
@@ -36,6 +36,8 @@ def build_hf(det: Detection, fs: StateFiles) -> Found:
     out.add(optimizer)
     out.add(_scheduler(fs, det, ds, optimizer, out))
     expected = as_int(ds.ms.get("dp_world_size")) if ds else None
+    if det.files("rng") and all(RANK_IN_NAME.search(leaf(f)) for f in det.files("rng")):
+        expected = max(expected or 0, 2)  # rng_state_{r}.pth only when world_size > 1
     add_rng(out, fs, det.files("rng"), "no rng_state*.pth: the Trainer only logs an info line "
             "and the resumed run draws different random numbers (dropout, sampling).",
             expected=expected)

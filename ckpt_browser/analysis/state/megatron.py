@@ -48,14 +48,16 @@ def build_megatron(det: Detection, fs: StateFiles) -> Found:
              "num_floating_point_operations_so_far":
                  jsonable(ck.get("num_floating_point_operations_so_far"))}
     parallel = {k: args[k] for k in ("world_size", "tensor_model_parallel_size",
-                                     "pipeline_model_parallel_size") if as_int(args.get(k))}
+                                     "pipeline_model_parallel_size", "data_parallel_size")
+                if as_int(args.get(k))}
     if parallel:
         facts["parallel"] = parallel
     out.add(Component("progress", OK if iteration is not None else MISSING, tuple(main[:1]),
                       f"iteration {iteration}." if iteration is not None else
                       f"{main[0]} has no iteration: the resume would start from 0.", facts))
     data = {k: jsonable(args[k]) for k in ("consumed_train_samples", "consumed_valid_samples",
-                                           "skipped_train_samples") if k in args}
+                                           "skipped_train_samples", "micro_batch_size",
+                                           "global_batch_size") if k in args}
     if "consumed_train_samples" in data:
         out.add(Component("data", OK, tuple(main[:1]), f"args.consumed_train_samples is "
                           f"{num(data['consumed_train_samples'])}: the data loader resumes "

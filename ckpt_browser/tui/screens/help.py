@@ -14,6 +14,7 @@ KEYS = [
     ("enter / space", "toggle the highlighted node"),
     ("m", "switch the tree: by shard <-> by module"),
     ("t", "training state: optimizer, scheduler, RNG, data, progress, scaler"),
+    ("r", "resume check: the verdict, the seven components, findings (Enter shows the file)"),
     ("c", "another checkpoint of the same folder (when opened on a folder of them)"),
     ("/", "filter tensor names (substring, or glob such as layers.*.q_proj*)"),
     ("escape", "clear the filter / close this window"),

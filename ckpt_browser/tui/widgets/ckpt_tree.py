@@ -114,6 +114,30 @@ class CheckpointTree(Tree[Ref]):
         event.stop()
         event.prevent_default()
 
+    def reveal_file(self, name: str) -> bool:
+        """Put the cursor on the node of a file (a shard, or a state file under its component)."""
+        if self.mode == "shard" and name in self._shard_nodes:
+            self._move_when_laid_out(self._shard_nodes[name])
+            return True
+        if self.mode != "state":
+            return False
+        for comp in self.root.children:
+            c = comp.data.component
+            if c is None or name not in c.files:
+                continue
+            self._ensure_children(comp)
+            comp.expand()
+            target = next((n for n in comp.children
+                           if name in (state_view.file_name(n.data.file), n.data.file)
+                           or state_view.holds(n.data.file, name)), comp)
+            self._move_when_laid_out(target)
+            return True
+        return False
+
+    def _move_when_laid_out(self, node) -> None:
+        # A node's line is known only after the tree re-lays out (just rebuilt or expanded).
+        self.call_after_refresh(self.move_cursor, node)
+
     # -- actions -------------------------------------------------------------
     def action_expand_node(self) -> None:
         node = self.cursor_node

@@ -37,13 +37,15 @@ def _state_line(state: BrowseState) -> Text:
         head += f" · step {training.step}"
     if training.ranks:
         head += f" · {training.ranks} rank{'s' if training.ranks != 1 else ''}"
+    if state.resume is not None:
+        head += f" · resume: {state.resume.verdict.upper()}"
     comps = [c for c in training.components.values() if c.status != "not-needed"]
     ok = sum(c.status == "ok" for c in comps)
     text = Text(f"{head} · state: {ok} ok")
     for comp in comps:
         if comp.status != "ok":
             text.append(f" · {comp.kind} {comp.status.upper()}", style="bold red")
-    return text.append("  (t)", style="dim")
+    return text.append("  (t, r)", style="dim")
 
 
 def summary_text(state: BrowseState, width: int = 80) -> Text:

@@ -1,0 +1,65 @@
+"""The weights' integrity: the safetensors header and index checks `load_checkpoint` ran.
+
+`training_state` lists safetensors shards by name only; an error in a header (truncated,
+bad offsets) or the index (a shard it names is missing) makes the weights unloadable.
+"""
+
+from __future__ import annotations
+
+from ckpt_browser.analysis.resume.verdict import Draft
+from ckpt_browser.analysis.state.common import name_list
+from ckpt_browser.model import ERROR, INFO, WARNING, Checkpoint, Component
+
+MISSING = "file does not exist"
+AFTER = ("the model cannot be loaded without it, so nothing can resume from this checkpoint; "
+         "copy it again from where the run saved it, or resume from an earlier checkpoint.")
+
+
+def check_weights(draft: Draft, ckpt: Checkpoint | None) -> None:
+    """One error finding per unreadable weight file; the weights component says so too."""
+    if ckpt is None:
+        return
+    by_file: dict[str | None, list[str]] = {}
+    for p in ckpt.problems:
+        if p.severity == ERROR:
+            by_file.setdefault(p.file, []).append(p.message)
+        elif p.severity == WARNING:
+            where = f"{p.file}: " if p.file else ""
+            draft.add(INFO, "weights", p.file, f"{where}{p.message}; the weights still load.")
+    if not by_file:
+        _checked(draft, ckpt)
+        return
+    for file, messages in by_file.items():
+        draft.add(ERROR, "weights", file, _message(file, messages))
+    old = draft.components["weights"]
+    gone = [f for f, ms in by_file.items() if any(m == MISSING for m in ms)]
+    status = "incomplete" if len(gone) == len(by_file) else "damaged"
+    named = [f for f in by_file if f]
+    draft.components["weights"] = Component(
+        "weights", status, old.files or tuple(named),
+        f"{len(named)} weight file{'s' if len(named) != 1 else ''} cannot be read "
+        f"({name_list(named)}): the model cannot be loaded.",
+        {**old.facts, "unreadable": named})
+
+
+def _message(file: str | None, messages: list[str]) -> str:
+    if file is None:
+        return f"{'; '.join(messages)}: {AFTER}"
+    if MISSING in messages:
+        rest = [m for m in messages if m != MISSING]
+        why = f" ({'; '.join(rest)})" if rest else ""
+        return f"{file} is missing{why}: {AFTER}"
+    return f"{file} is damaged ({'; '.join(messages)}): {AFTER}"
+
+
+def _checked(draft: Draft, ckpt: Checkpoint) -> None:
+    """Weights listed by name in the training state, now with their headers read."""
+    old = draft.components["weights"]
+    if old.status != "ok" or not ckpt.shards:
+        return
+    n, tensors = len(ckpt.shards), ckpt.totals.tensors
+    checked = "every header and the index check out" if ckpt.layout.index else \
+        "every header checks out"
+    what = (f"{ckpt.shards[0].name}: {tensors:,} tensors; its header checks out" if n == 1 else
+            f"{n} safetensors shards, {tensors:,} tensors; {checked}")
+    draft.components["weights"] = Component("weights", "ok", old.files, what + ".", old.facts)

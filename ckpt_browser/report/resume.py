@@ -1,0 +1,73 @@
+"""`ckpt-browser check`: the resume verdict as text and as JSON (issue 4's schema)."""
+
+from __future__ import annotations
+
+import os
+
+from ckpt_browser.model import ResumeReport, ResumeTimeline
+from ckpt_browser.report.escape import printable
+
+VERDICT_WORDS = {
+    "exact": "resuming here continues the run as if it had never stopped",
+    "inexact": "training can continue from here, but not bit-for-bit",
+    "weights-only": "only a warm start: the weights load, the optimizer state cannot be used",
+    "broken": "nothing can resume from here: the weights are missing or damaged",
+}
+
+
+def resume_doc(report: ResumeReport) -> dict:
+    return {
+        "path": report.path,
+        "format": report.format,
+        "verdict": report.verdict,
+        "step": report.step,
+        "ranks": report.ranks,
+        "components": {k: {"status": c.status, "files": list(c.files), "detail": c.detail}
+                       for k, c in report.components.items()},
+        "findings": [{"severity": f.severity, "component": f.component, "file": f.file,
+                      "message": f.message} for f in report.findings],
+    }
+
+
+def verdict_line(report: ResumeReport) -> str:
+    return f"{report.verdict.upper()}: {VERDICT_WORDS.get(report.verdict, report.verdict)}"
+
+
+def resume_text(report: ResumeReport) -> str:
+    about = [report.format]
+    if report.step is not None:
+        about.append(f"step {report.step}")
+    if report.ranks:
+        about.append(f"{report.ranks} rank{'s' if report.ranks != 1 else ''}")
+    lines = [verdict_line(report), f"path     {report.path} ({', '.join(about)})", "",
+             "components"]
+    for kind, c in report.components.items():
+        lines.append(f"  {kind:<10} {c.status:<11} {', '.join(c.files) or '-'}")
+        if c.detail:
+            lines.append(f"  {'':<10} {c.detail}")
+    lines += ["", f"findings ({len(report.findings)})" if report.findings else "findings: none"]
+    for f in report.findings:
+        lines.append(f"  {f.severity:<7} {f.component:<10} {f.message}")
+    return "\n".join(printable(line) for line in lines)
+
+
+def timeline_resume_text(timeline: ResumeTimeline) -> str:
+    def name(r: ResumeReport) -> str:
+        return os.path.relpath(r.path, timeline.path)
+
+    reports = timeline.reports
+    exact = timeline.newest_exact
+    newest = reports[0]
+    head = f"{name(newest)} (the newest of {len(reports)}) is {verdict_line(newest)}"
+    best = (f"newest checkpoint that resumes exactly: {name(exact)}" if exact is not None else
+            "no checkpoint here resumes exactly")
+    width = max(len(name(r)) for r in reports)
+    lines = [head, best, ""]
+    for r in reports:
+        step = f"step {r.step}" if r.step is not None else ""
+        lines.append(f"  {name(r):<{width}}  {r.verdict:<12}  {step:<10}  {r.format}")
+    text = "\n".join(printable(line) for line in lines)
+    details = [resume_text(newest)]
+    if exact is not None and exact is not newest:
+        details.append(resume_text(exact))
+    return text + "\n\n" + "\n\n".join(details)

@@ -1,0 +1,84 @@
+"""`r`: can this checkpoint resume? The verdict in words, the seven components, the findings.
+
+Choosing a finding closes the panel and shows its file in the tree.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from ckpt_browser.model import ResumeReport
+from ckpt_browser.report.escape import printable
+
+VERDICT_WORDS = {
+    "exact": "EXACT: resuming continues the run as if it had not stopped",
+    "inexact": "INEXACT: training can continue, but not bit-for-bit",
+    "weights-only": "WEIGHTS ONLY: a warm start, the optimizer state is not usable",
+    "broken": "BROKEN: the weights are missing or damaged",
+}
+VERDICT_STYLE = {"exact": "bold green", "inexact": "bold yellow", "weights-only": "bold yellow",
+                 "broken": "bold red"}
+
+
+def verdict_text(report: ResumeReport) -> Text:
+    return Text(VERDICT_WORDS.get(report.verdict, report.verdict.upper()),
+                style=VERDICT_STYLE.get(report.verdict, "bold"))
+
+
+def components_table(report: ResumeReport) -> Table:
+    table = Table(box=None, padding=(0, 1), show_header=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    for kind, comp in report.components.items():
+        style = "" if comp.status in ("ok", "not-needed") else "bold red"
+        table.add_row(kind, Text(comp.status.upper(), style=style),
+                      printable(", ".join(comp.files) or "-"))
+    return table
+
+
+def finding_text(f) -> Text:
+    where = f"{f.file}: " if f.file else ""
+    return Text.assemble((f"{f.severity.upper():8}", "bold red" if f.severity == "error" else "bold"),
+                         (f"{f.component:<10}", "bold"), printable(where + f.message))
+
+
+class ResumeScreen(ModalScreen[object]):
+    """Returns the chosen Finding through dismiss(), or None."""
+
+    BINDINGS = [("escape", "dismiss_none", "Close"), ("r", "dismiss_none", "Close")]
+
+    def __init__(self, report: ResumeReport) -> None:
+        super().__init__()
+        self.report = report
+
+    def compose(self) -> ComposeResult:
+        r = self.report
+        with Vertical(id="resume-box", classes="modal-box"):
+            yield Static(verdict_text(r), id="resume-verdict")
+            step = f"step {r.step}" if r.step is not None else "step unknown"
+            ranks = f", {r.ranks} rank(s)" if r.ranks else ""
+            yield Static(Text(f"{r.format}, {step}{ranks}", style="dim"))
+            yield Static(components_table(r), id="resume-components")
+            if r.findings:
+                yield Static(Text("Findings (Enter shows the file)", style="bold"))
+                yield OptionList(*[Option(finding_text(f), id=str(i))
+                                   for i, f in enumerate(r.findings)], id="resume-findings")
+            else:
+                yield Static(Text("No findings."), id="resume-findings-none")
+
+    def on_mount(self) -> None:
+        if self.report.findings:
+            self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.report.findings[int(event.option.id)])
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)

@@ -27,8 +27,9 @@ def _weights_line(state: BrowseState) -> str:
             f" · headers {state.done}/{state.total}{progress}")
 
 
-def _state_line(state: BrowseState) -> Text:
-    """Framework, step and each component's status, in words (press t for the details)."""
+def _state_line(state: BrowseState, width: int) -> Text:
+    """Framework, step, the resume verdict and the components that are not ok, on one line
+    (cut to the width: the `t` and `r` views have the rest)."""
     training = state.training
     if training is None:
         return Text("training state: reading…", style="dim")
@@ -39,13 +40,17 @@ def _state_line(state: BrowseState) -> Text:
         head += f" · {training.ranks} rank{'s' if training.ranks != 1 else ''}"
     if state.resume is not None:
         head += f" · resume: {state.resume.verdict.upper()}"
-    comps = [c for c in training.components.values() if c.status != "not-needed"]
-    ok = sum(c.status == "ok" for c in comps)
-    text = Text(f"{head} · state: {ok} ok")
-    for comp in comps:
-        if comp.status != "ok":
-            text.append(f" · {comp.kind} {comp.status.upper()}", style="bold red")
-    return text.append("  (t, r)", style="dim")
+    text = Text(head)
+    if training.framework == "safetensors":
+        text.append(" · weights only, no training state")
+    else:
+        bad = [f"{c.kind} {c.status.upper()}" for c in training.components.values()
+               if c.status not in ("ok", "not-needed")]
+        text.append(" · " + (", ".join(bad) if bad else "all state ok"),
+                    style="bold red" if bad else "")
+    text.append("  (t, r)", style="dim")
+    text.truncate(max(width - 2, 20), overflow="ellipsis")
+    return text
 
 
 def summary_text(state: BrowseState, width: int = 80) -> Text:
@@ -59,12 +64,12 @@ def summary_text(state: BrowseState, width: int = 80) -> Text:
         text.append(_weights_line(state))
         text.append("\n" + ("dtypes: " + dtype_line(state.totals()) if state.shards else "dtypes: …"))
         text.append("\n")
-    text.append(_state_line(state))
     errors = sum(p.severity == "error" for p in state.problems)
     warnings = sum(p.severity == "warning" for p in state.problems)
-    if errors or warnings:
-        text.append(f"\n{errors} error(s), {warnings} warning(s): press p to list them",
+    if errors or warnings:  # before the state line: the summary may be cut at 6 lines
+        text.append(f"{errors} error(s), {warnings} warning(s): press p to list them\n",
                     style="bold red" if errors else "bold yellow")
+    text.append(_state_line(state, width))
     if state.pattern:
         hits, total, files = state.match_counts()
         text.append(f"\nfilter {printable(state.pattern)!r}: {hits:,} of {total:,} tensors in {files} files")

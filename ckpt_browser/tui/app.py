@@ -39,8 +39,8 @@ class BrowserApp(App[int]):
         Binding("r", "resume", "Resume?"),
         Binding("p", "problems", "Problems"),
         Binding("question_mark", "help", "Help"),
-        Binding("c", "timeline", "Checkpoints"),
         Binding("q", "quit", "Quit"),
+        Binding("c", "timeline", "Checkpoints"),  # last: at 80 columns "q Quit" must still show
     ]
 
     def __init__(self, layout: Layout, timeline: tuple[str, list] | None = None) -> None:

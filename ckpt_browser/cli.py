@@ -42,6 +42,12 @@ def _world_size(text: str) -> int:
     return n
 
 
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, not {text!r}")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="ckpt-browser",
@@ -68,6 +74,22 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--world-size", metavar="N", type=_world_size,
                      help="check a resume on N ranks: per-rank RNG and data state, ZeRO shards, "
                      "Megatron parallel degrees, DCP resharding")
+    quiz = sub.add_parser("quiz", help="practise sharding and resumable training: a bilingual "
+                          "quiz on stdin, optionally with questions about a checkpoint")
+    quiz.add_argument("--lang", choices=("en", "vi"), default="en",
+                      help="English or Vietnamese (default en)")
+    quiz.add_argument("--from", dest="from_path", metavar="PATH",
+                      help="add questions about the checkpoint at PATH, answers computed from it")
+    quiz.add_argument("--count", metavar="N", type=_count, default=10,
+                      help="how many questions (default 10)")
+    quiz.add_argument("--seed", metavar="S", type=int,
+                      help="the same seed asks the same questions in the same order")
+    quiz.add_argument("--no-save", action="store_true", help="do not read or write the progress "
+                      "record ($XDG_STATE_HOME/ckpt-browser/quiz.json)")
+    quiz.add_argument("--export", choices=("json",), help="print the whole bank (both "
+                      "languages, answers, explanations) and exit")
+    quiz.add_argument("--bank", metavar="FILE", help="another question bank file (format: "
+                      "ckpt_browser/quiz/FORMAT.md)")
     ui = sub.add_parser("browse", help="open PATH in the terminal UI (the default command)")
     ui.add_argument("path", metavar="PATH", nargs="?")
     return p
@@ -75,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _split(argv: list[str]) -> list[str]:
     """`ckpt-browser PATH` means `ckpt-browser browse PATH`."""
-    commands = {"inspect", "check", "browse"}
+    commands = {"inspect", "check", "quiz", "browse"}
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
         return ["browse", *argv]
     return argv
@@ -156,6 +178,36 @@ def cmd_check(args) -> int:
     return VERDICT_EXIT[reports[0].verdict]
 
 
+def cmd_quiz(args) -> int:
+    from ckpt_browser.quiz.bank import export_doc, load_bank
+
+    questions = load_bank(args.bank)
+    if args.from_path:
+        from ckpt_browser.quiz.generated import questions_for
+
+        questions += questions_for(args.from_path, args.seed)
+    if args.export:
+        sys.stdout.write(json.dumps(export_doc(questions), ensure_ascii=False, indent=1) + "\n")
+        return EXIT_OK
+    from ckpt_browser.quiz.progress import Progress, load_progress, save_progress
+    from ckpt_browser.quiz.session import Session
+    from ckpt_browser.quiz.terminal import run
+
+    progress = Progress() if args.no_save else load_progress()
+    if progress.note:
+        print(_one_line(f"ckpt-browser: {progress.note}"), file=sys.stderr)
+    session = Session(questions, args.count, args.seed, progress.weights())
+    run(session, args.lang, sys.stdin, sys.stdout)
+    if not args.no_save and session.answers:
+        for qid, correct in session.results():
+            progress.record(qid, correct)
+        try:
+            save_progress(progress)
+        except OSError as e:
+            print(_one_line(f"ckpt-browser: quiz progress not saved: {e}"), file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_browse(args) -> int:
     from ckpt_browser.readers import open_layout
 
@@ -173,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _parser().parse_args(_split(argv))
-        return {"inspect": cmd_inspect, "check": cmd_check,
+        return {"inspect": cmd_inspect, "check": cmd_check, "quiz": cmd_quiz,
                 "browse": cmd_browse}[args.command](args)
     except CheckpointError as e:
         print(_one_line(f"ckpt-browser: {e}"), file=sys.stderr)

@@ -40,6 +40,7 @@ class BrowserApp(App[int]):
         Binding("p", "problems", "Problems"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
+        Binding("z", "quiz", "Quiz"),
         Binding("c", "timeline", "Checkpoints"),  # last: at 80 columns "q Quit" must still show
     ]
 
@@ -283,6 +284,37 @@ class BrowserApp(App[int]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_quiz(self) -> None:
+        from ckpt_browser.quiz.progress import load_progress
+        from ckpt_browser.tui.screens.quiz import QuizScreen
+
+        progress = load_progress()
+        if progress.note:
+            self.notify(progress.note, title="Quiz", severity="warning", timeout=8)
+        questions = self.quiz_questions()
+        if not questions:
+            return
+        self.push_screen(QuizScreen(questions, progress=progress))
+
+    def quiz_questions(self) -> list:
+        """The bank, plus questions about the open checkpoint once it is read."""
+        from ckpt_browser.errors import CheckpointError
+        from ckpt_browser.quiz.bank import load_bank
+        from ckpt_browser.quiz.generated import generate
+
+        try:
+            questions = load_bank()
+        except CheckpointError as e:
+            self.notify(str(e), title="Quiz bank", severity="error", timeout=8)
+            questions = []
+        state = self.state
+        if state.checkpoint is not None or state.training is not None:
+            questions += generate(state.checkpoint, state.training, state.resume, seed=None)
+        if not questions:
+            self.notify("No quiz questions: the bank is unreadable and the checkpoint "
+                        "is still being read.", title="Quiz", timeout=6)
+        return questions
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Switch view", "Tree by shard or by module (m)", self.action_toggle_view)
@@ -295,6 +327,8 @@ class BrowserApp(App[int]):
         yield SystemCommand("Resume check", "Verdict, components and findings (r)",
                             self.action_resume)
         yield SystemCommand("Help: keys", "What each key does (?)", self.action_help)
+        yield SystemCommand("Quiz", "Practise sharding and resumable training, in English or "
+                            "Vietnamese (z)", self.action_quiz)
         if self.timeline:
             yield SystemCommand("Checkpoints", "Pick another checkpoint of this folder (c)",
                                 self.action_timeline)

@@ -21,6 +21,7 @@ KEYS = [
     ("p", "list every problem found"),
     ("tab", "move focus between the tree and the details"),
     ("ctrl+p", "command palette: every action by name"),
+    ("z", "quiz: sharding and resumable training, with questions about this checkpoint"),
     ("?", "this help"),
     ("q", "quit"),
 ]

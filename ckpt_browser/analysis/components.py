@@ -10,11 +10,13 @@ Each framework family's rules live in `analysis/state/`.
 from __future__ import annotations
 
 import importlib
+import os
 
 from ckpt_browser.analysis.state.common import Found, every_kind, missing
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import COMPONENTS, TrainingState
 from ckpt_browser.readers.frameworks import Detection, detect
+from ckpt_browser.readers.layout import MARKER_FILES
 
 __all__ = ["BUILDERS", "MAX_JSON", "training_state"]
 
@@ -44,10 +46,22 @@ def _builder(framework: str):
     return getattr(importlib.import_module(f"ckpt_browser.analysis.state.{module}"), name)
 
 
+# Files that only make sense as part of the folder around them: a user pointing at one means
+# the checkpoint it belongs to.
+_PART_OF_FOLDER = (".metadata", *MARKER_FILES)
+
+
+def _checkpoint_of(path: str) -> str:
+    name = os.path.basename(path)
+    if os.path.isfile(path) and (name in _PART_OF_FOLDER or name.endswith((".distcp", ".index.json"))):
+        return os.path.dirname(path) or "."
+    return path
+
+
 def training_state(path: str) -> TrainingState:
     """Detect the framework at `path` and describe all seven components. Never raises for a
     damaged or malicious file: those become statuses and problems."""
-    det = detect(path)
+    det = detect(_checkpoint_of(path))
     fs = StateFiles(det.root, MAX_JSON)
     try:
         found = _builder(det.framework)(det, fs)

@@ -28,6 +28,8 @@ def open_layout(path: str) -> Layout:
     if path.endswith(".index.json"):
         return _from_index(path, os.path.dirname(path) or ".", os.path.basename(path))
     root, name = os.path.split(path)
+    if name in MARKER_FILES:  # a text marker: the user means the checkpoint around it
+        return replace(_folder(root or "."), path=path)
     if path.endswith(".safetensors") or _sniff_safetensors(path):
         return Layout(path, root or ".", "safetensors", (name,))
     if path.endswith(TORCH_SUFFIXES) or _sniff_pickle(path):
@@ -107,6 +109,7 @@ def _from_index(path: str, root: str, index_name: str, names: list[str] | None =
 
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
+MARKER_FILES = ("trainer_state.json", "latest", "latest_checkpointed_iteration.txt")
 
 
 def _sniff_pickle(path: str) -> bool:

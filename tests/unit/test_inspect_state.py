@@ -86,3 +86,17 @@ def test_malicious_sample_exits_5_naming_the_global_and_runs_nothing(tmp_path):
     assert r.returncode == 5
     assert r.stderr.count("\n") == 1 and "posix.system" in r.stderr
     assert not (tmp_path / "ckpt-browser-PWNED").exists()
+
+
+@pytest.mark.parametrize("inside, framework", [
+    ("torchtitan-run/checkpoint/step-10/.metadata", "torchtitan"),
+    ("torchtitan-run/checkpoint/step-10/__1_0.distcp", "torchtitan"),
+    ("deepspeed-run/latest", "deepspeed"),
+    ("megatron-run/latest_checkpointed_iteration.txt", "megatron"),
+    ("hf-run3/checkpoint-2/trainer_state.json", "hf-trainer"),
+    ("tiny-llama-run/checkpoint-6/model.safetensors.index.json", "hf-trainer"),
+])
+def test_a_file_that_is_part_of_a_checkpoint_means_the_checkpoint(inside, framework):
+    rc, doc, err = inspect(SAMPLES / inside)
+    assert rc == 0, err
+    assert doc["framework"] == framework and doc["components"]["optimizer"]["status"] == "ok"

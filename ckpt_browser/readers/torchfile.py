@@ -90,6 +90,17 @@ def _children(node) -> list[tuple[str, Any]] | None:
     return None
 
 
+def tensor_bytes(pf: PickleFile, t: TensorRef) -> tuple[int, tuple[int, int] | None]:
+    """(bytes the tensor needs, its absolute byte range in the file when the record was found)."""
+    itemsize = ITEMSIZE.get(t.dtype, 1)
+    nbytes = t.numel * itemsize
+    record = pf.storages.get(t.storage_key)
+    if record is None:
+        return nbytes, None
+    begin = record[0] + t.storage_offset * itemsize
+    return nbytes, (begin, begin + nbytes)
+
+
 def tensors_of(obj: Any) -> tuple[tuple[str, TensorRef], ...]:
     return tuple((path, v) for path, v in walk(obj) if type(v) is TensorRef)
 

@@ -41,19 +41,15 @@ def state_doc(training) -> dict:
 def state_tensors(training) -> list[dict]:
     """Tensors inside torch files and DCP folders, listed like safetensors ones."""
     from ckpt_browser.analysis.roles import component_of
-    from ckpt_browser.model import DTYPE_BITS
+    from ckpt_browser.readers.pickle_safe import ITEMSIZE
     from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile
+    from ckpt_browser.readers.torchfile import tensor_bytes
 
     rows = []
     for f in training.files:
         if isinstance(f, PickleFile):
             for path, t in f.tensors:
-                nbytes = t.numel * DTYPE_BITS.get(t.dtype, 8) // 8
-                offsets = None
-                if t.storage_key in f.storages:
-                    begin = f.storages[t.storage_key][0] + \
-                        t.storage_offset * max(DTYPE_BITS.get(t.dtype, 8) // 8, 1)
-                    offsets = (begin, begin + nbytes)
+                nbytes, offsets = tensor_bytes(f, t)
                 rows.append({"name": path, "dtype": t.dtype, "shape": t.shape, "nbytes": nbytes,
                              "file": f.name, "offsets": offsets,
                              "component": component_of(training, f.name, path)})
@@ -63,13 +59,13 @@ def state_tensors(training) -> list[dict]:
             for key, e in f.entries.items():
                 if e.kind != "tensor":
                     continue
-                bits = DTYPE_BITS.get(e.dtype, 8)
+                itemsize = ITEMSIZE.get(e.dtype, 1)
                 for c in e.chunks:
                     numel = 1
                     for d in c.sizes:
                         numel *= d
                     rows.append({"name": key, "dtype": e.dtype, "shape": c.sizes,
-                                 "nbytes": numel * bits // 8, "file": prefix + (c.file or "?"),
+                                 "nbytes": numel * itemsize, "file": prefix + (c.file or "?"),
                                  "offsets": (c.offset, c.offset + c.length)
                                  if c.offset is not None else None,
                                  "global_shape": e.shape, "chunk_offsets": c.offsets,

@@ -8,9 +8,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ckpt_browser.model import DTYPE_BITS
 from ckpt_browser.readers.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray, Opaque,
                                            PickleFile, TensorRef, UnsafeCall)
+from ckpt_browser.readers.torchfile import tensor_bytes
 from ckpt_browser.report.escape import printable
 from ckpt_browser.report.text import size
 from ckpt_browser.tui.refs import Ref
@@ -97,15 +97,14 @@ def _value(ref: Ref):
     where = file_name(ref.file)
     head = Text(printable(ref.path or "(top level)"), style="bold")
     if isinstance(v, TensorRef):
-        nbytes = v.numel * DTYPE_BITS.get(v.dtype, 8) // 8
+        pf = ref.file if isinstance(ref.file, PickleFile) else PickleFile("", "")
+        nbytes, span = tensor_bytes(pf, v)
         rows = [("file", where), ("dtype", v.dtype), ("shape", list(v.shape)),
                 ("numel", f"{v.numel:,}"), ("bytes", f"{size(nbytes)} ({nbytes:,} B)"),
                 ("storage", f"data/{v.storage_key}, element offset {v.storage_offset:,}")]
-        if isinstance(ref.file, PickleFile) and v.storage_key in ref.file.storages:
-            start, length = ref.file.storages[v.storage_key]
-            itemsize = max(DTYPE_BITS.get(v.dtype, 8) // 8, 1)
-            begin = start + v.storage_offset * itemsize
-            rows.append(("in file", f"{begin:,} - {begin + nbytes:,} (record of {length:,} B)"))
+        if span is not None:
+            length = pf.storages[v.storage_key][1]
+            rows.append(("in file", f"{span[0]:,} - {span[1]:,} (record of {length:,} B)"))
         return Group(head, _kv(rows))
     if isinstance(v, DcpChunk):
         span = ", ".join(f"{o}:{o + s}" for o, s in zip(v.offsets, v.sizes)) or "whole value"

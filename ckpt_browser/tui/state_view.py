@@ -12,7 +12,8 @@ from rich.text import Text
 
 from ckpt_browser.analysis.filter import name_matcher
 from ckpt_browser.analysis.roles import component_of
-from ckpt_browser.model import COMPONENTS, DTYPE_BITS, TrainingState, natural_key
+from ckpt_browser.model import COMPONENTS, TrainingState, natural_key
+from ckpt_browser.readers.pickle_safe import ITEMSIZE
 from ckpt_browser.readers.standins import (DcpCheckpoint, DcpEntry, NumpyArray, Opaque, PickleFile,
                                            TensorRef, UnsafeCall)
 from ckpt_browser.report.escape import printable
@@ -115,7 +116,7 @@ def _children(value) -> list[tuple[str, object]]:
 def _summary(value) -> tuple[str, str]:
     """(text, style) describing a value on one line."""
     if isinstance(value, TensorRef):
-        nbytes = value.numel * DTYPE_BITS.get(value.dtype, 8) // 8
+        nbytes = value.numel * ITEMSIZE.get(value.dtype, 1)
         return f"{value.dtype} {list(value.shape)} {size(nbytes)}", "cyan"
     if isinstance(value, NumpyArray):
         return f"numpy {value.dtype} {list(value.shape)}", "cyan"

@@ -112,23 +112,23 @@ TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
 MARKER_FILES = ("trainer_state.json", "latest", "latest_checkpointed_iteration.txt")
 
 
-def _sniff_pickle(path: str) -> bool:
-    """A torch zip (PK) or a pickle (protocol 2+ starts with 0x80)."""
+def _head(path: str, n: int) -> bytes:
     try:
         with open(path, "rb") as f:
-            head = f.read(4)
+            return f.read(n)
     except OSError:
-        return False
+        return b""
+
+
+def _sniff_pickle(path: str) -> bool:
+    """A torch zip (PK) or a pickle (protocol 2+ starts with 0x80)."""
+    head = _head(path, 4)
     return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
 
 
 def _sniff_safetensors(path: str) -> bool:
     """A file without the extension is accepted if it starts like a safetensors file."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except OSError:
-        return False
+    head = _head(path, 16)
     if len(head) < 9:
         return False
     (n,) = struct.unpack("<Q", head[:8])

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ckpt_browser.model import natural_key
+from ckpt_browser.readers.layout import MARKER_FILES
 
 # Checkpoint folder and file names the frameworks write (catalog sections 1-6).
 _STEP_NAMES = [
@@ -80,8 +81,7 @@ def find_checkpoints(folder: str) -> list[TimelineEntry]:
     return entries
 
 
-_MARKERS = ("trainer_state.json", "latest", "latest_checkpointed_iteration.txt", ".metadata",
-            "meta.pt")
+_MARKERS = (*MARKER_FILES, ".metadata", "meta.pt")
 
 
 def is_timeline(folder: str) -> bool:
@@ -96,4 +96,4 @@ def is_timeline(folder: str) -> bool:
     if any(n in _MARKERS or n.endswith((".safetensors", ".index.json", ".bin", ".pt", ".pth"))
            for n in names):
         return False
-    return bool(find_checkpoints(folder))
+    return bool(_entries(folder))  # names only: the caller lists them (and detects each) once

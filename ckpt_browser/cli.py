@@ -22,6 +22,11 @@ CHECK_EXIT_CODES = """exit codes: 0 exact, 3 inexact, 4 weights-only, 5 broken (
 checkpoints: the newest one's verdict), 2 usage error or nothing readable at PATH,
 1 a bug in ckpt-browser"""
 
+STATS_EXIT_CODES = """exit codes: 0 fine, 2 usage error, nothing readable at PATH, or no tensor
+matches, 5 some tensor's values could not be read (damaged), 1 a bug in ckpt-browser"""
+DIFF_EXIT_CODES = """exit codes (as diff(1)): 0 no differences in what was compared,
+1 differences, 2 trouble (a path not readable, values that could not be read, or a bug)"""
+
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line on stderr, like every other error."""
@@ -90,14 +95,58 @@ def _parser() -> argparse.ArgumentParser:
                       "languages, answers, explanations) and exit")
     quiz.add_argument("--bank", metavar="FILE", help="another question bank file (format: "
                       "ckpt_browser/quiz/FORMAT.md)")
-    ui = sub.add_parser("browse", help="open PATH in the terminal UI (the default command)")
-    ui.add_argument("path", metavar="PATH", nargs="?")
+    st = sub.add_parser("stats", help="statistics of tensor values (min, max, mean, std, NaN, "
+                        "Inf, zeros, histogram), reading one tensor at a time",
+                        epilog=STATS_EXIT_CODES,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    st.add_argument("path", metavar="PATH", help="a checkpoint folder or file")
+    st.add_argument("names", metavar="NAME_OR_GLOB", nargs="*",
+                    help="tensor names or globs (default: every weight tensor); names of "
+                    "optimizer and other state tensors are those `inspect --json` lists")
+    st.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
+    st.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
+                    "which one (default the newest)")
+    df = sub.add_parser("diff", help="compare two checkpoints: names, shapes, dtypes, training "
+                        "state and (--values) values, one tensor at a time",
+                        epilog=DIFF_EXIT_CODES,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    df.add_argument("a", metavar="A", help="a checkpoint folder or file")
+    df.add_argument("b", metavar="B", help="another checkpoint (any format or sharding)")
+    df.add_argument("--values", action="store_true", help="also compare the values of tensors "
+                    "with the same shape (reads both sides' tensor bytes)")
+    df.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
+    df.add_argument("--rtol", metavar="R", type=_tolerance, default=0.0,
+                    help="values within atol + rtol * |b| count as unchanged (default 0)")
+    df.add_argument("--atol", metavar="T", type=_tolerance, default=0.0,
+                    help="absolute tolerance (default 0: any difference counts)")
+    df.add_argument("--strip-prefix-a", metavar="P", default="",
+                    help="remove this prefix from A's names before matching (e.g. model.)")
+    df.add_argument("--strip-prefix-b", metavar="P", default="", help="the same for B")
+    df.add_argument("--include", metavar="GLOB", action="append", default=[],
+                    help="compare only names matching GLOB (repeatable)")
+    df.add_argument("--exclude", metavar="GLOB", action="append", default=[],
+                    help="skip names matching GLOB (repeatable)")
+    df.add_argument("--weights-only", action="store_true",
+                    help="compare the weights only, not optimizer or other training state")
+    ui = sub.add_parser("browse", help="open PATH in the terminal UI (the default command); "
+                        "with two paths, open their diff")
+    ui.add_argument("path", metavar="PATH", nargs="*", help="a checkpoint, or two to compare")
     return p
+
+
+def _tolerance(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = -1.0
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number, 0 or more, not {text!r}")
+    return x
 
 
 def _split(argv: list[str]) -> list[str]:
     """`ckpt-browser PATH` means `ckpt-browser browse PATH`."""
-    commands = {"inspect", "check", "quiz", "browse"}
+    commands = {"inspect", "check", "quiz", "browse", "stats", "diff"}
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
         return ["browse", *argv]
     return argv
@@ -208,10 +257,152 @@ def cmd_quiz(args) -> int:
     return EXIT_OK
 
 
+def cmd_stats(args) -> int:
+    from ckpt_browser.report.stats import error_doc, error_text, stats_doc, stats_text
+    from ckpt_browser.values.diff import open_side
+    from ckpt_browser.values.read import ValuesError
+    from ckpt_browser.values.stats import tensor_stats
+
+    path, _ = _pick(args.path, args.checkpoint)
+    side = open_side(path)
+    locs = _matching(side, args.names)
+    docs, bad = [], 0
+    with _Progress() as progress:
+        for i, loc in enumerate(locs):
+            progress.name = f"[{i + 1}/{len(locs)}] {loc.name}"
+            try:
+                s = tensor_stats(loc, progress=progress.update)
+            except ValuesError as e:
+                bad += 1
+                docs.append(error_doc(loc, str(e)))
+                if not args.json:
+                    progress.write(error_text(loc, str(e)))
+                continue
+            if args.json:
+                docs.append(stats_doc(s, loc))
+            else:
+                progress.write(stats_text(s, loc))
+    if args.json:
+        sys.stdout.write(json.dumps({"path": path, "tensors": docs}) + "\n")
+    if bad:
+        print(_one_line(f"ckpt-browser: {path}: the values of {bad} tensor(s) could not be "
+                        "read"), file=sys.stderr)
+        return EXIT_DAMAGED
+    return EXIT_OK
+
+
+def _matching(side, patterns: list[str]) -> list:
+    import fnmatch
+
+    if not patterns:
+        locs = [x for x in side.locs if x.component in ("weights", None)]
+        if not locs:
+            raise UsageError(side.path, "holds no weight tensors; name the tensors to read")
+        return locs
+    by_name = {x.name: x for x in reversed(side.locs)}
+    out: dict[str, object] = {}
+    for pattern in patterns:
+        hits = ([by_name[pattern]] if pattern in by_name
+                else [x for x in side.locs if fnmatch.fnmatchcase(x.name, pattern)])
+        if not hits:
+            import difflib
+
+            close = difflib.get_close_matches(pattern, list(by_name), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UsageError(side.path, f"no tensor named or matching {pattern!r}{hint}")
+        for x in hits:
+            out.setdefault(f"{x.file}:{x.name}", x)
+    return list(out.values())
+
+
+class _Progress:
+    """A one-line progress display on stderr, only when stderr is a terminal."""
+
+    def __init__(self):
+        self.tty = sys.stderr.isatty()
+        self.name = ""
+        self.last = 0.0
+        self.shown = False
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.clear()
+
+    def update(self, done: int, total: int, name: str | None = None) -> None:
+        import time
+
+        now = time.monotonic()
+        if not self.tty or now - self.last < 0.1:
+            return
+        self.last = now
+        pct = 100 * done // total if total else 100
+        label = _one_line(name or self.name)[:50]
+        sys.stderr.write(f"\r\033[K{pct:3d}% {label}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
+
+    def write(self, text: str) -> None:
+        self.clear()
+        print(text, flush=True)
+
+
+def _diff_side(path: str, which: str):
+    from ckpt_browser.readers.timeline import find_checkpoints, is_timeline
+    from ckpt_browser.values.diff import open_side
+
+    if is_timeline(path):
+        names = ", ".join(e.name for e in find_checkpoints(path)[:6])
+        raise UsageError(path, f"{which} is a folder of several checkpoints ({names}); "
+                         "name one of them")
+    return open_side(path)
+
+
+def cmd_diff(args) -> int:
+    from ckpt_browser.values.diff import Options, diff
+
+    opts = Options(args.values, args.rtol, args.atol, args.strip_prefix_a, args.strip_prefix_b,
+                   tuple(args.include), tuple(args.exclude), args.weights_only)
+    a, b = _diff_side(args.a, "A"), _diff_side(args.b, "B")
+    with _Progress() as progress:
+        result = diff(a, b, opts, progress=progress.update)
+    if args.json:
+        from ckpt_browser.report.diff import diff_doc
+
+        sys.stdout.write(json.dumps(diff_doc(result)) + "\n")
+    else:
+        from ckpt_browser.report.diff import diff_text
+
+        sys.stdout.write(diff_text(result) + "\n")
+    if result.errors:
+        print(_one_line(f"ckpt-browser: the values of {result.errors} tensor(s) could not be "
+                        "read; see the report"), file=sys.stderr)
+        return EXIT_USAGE
+    return 1 if result.differs else EXIT_OK
+
+
 def cmd_browse(args) -> int:
     from ckpt_browser.readers import open_layout
 
-    folder = _path(args.path)
+    if len(args.path) > 2:
+        raise UsageError(" ".join(args.path), "give one checkpoint to browse, or two to compare")
+    if len(args.path) == 2:
+        from ckpt_browser.values.diff import Options
+
+        a, b = _diff_side(args.path[0], "A"), _diff_side(args.path[1], "B")
+        from ckpt_browser.tui.diff_app import DiffApp
+
+        app = DiffApp(a, b, Options())
+        app.run()
+        return app.return_code or EXIT_OK
+    folder = _path(args.path[0] if args.path else None)
     path, timeline = _pick(folder, None)
     layout = open_layout(path)  # fail fast, before the screen is taken
     from ckpt_browser.tui.app import make_app
@@ -223,13 +414,15 @@ def cmd_browse(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    command = None
     try:
         args = _parser().parse_args(_split(argv))
+        command = args.command
         return {"inspect": cmd_inspect, "check": cmd_check, "quiz": cmd_quiz,
-                "browse": cmd_browse}[args.command](args)
+                "browse": cmd_browse, "stats": cmd_stats, "diff": cmd_diff}[command](args)
     except CheckpointError as e:
         print(_one_line(f"ckpt-browser: {e}"), file=sys.stderr)
-        return e.exit_code
+        return EXIT_USAGE if command == "diff" else e.exit_code
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
@@ -242,4 +435,4 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(_one_line(f"ckpt-browser: internal error: {type(e).__name__}: {e} "
                         "(a bug; rerun with CKPT_BROWSER_DEBUG=1 for details)"), file=sys.stderr)
-        return EXIT_BUG
+        return EXIT_USAGE if command == "diff" else EXIT_BUG  # diff(1): 2 is trouble

@@ -201,6 +201,7 @@ class TrainingState:
     components: dict[str, Component] = field(default_factory=dict)
     files: tuple = ()  # tuple[PickleFile | DcpCheckpoint, ...]: every state file read
     problems: tuple[Problem, ...] = ()
+    root: str = ""  # the folder the files' names are relative to
 
 
 VERDICTS = ("exact", "inexact", "weights-only", "broken")

@@ -73,4 +73,4 @@ def training_state(path: str) -> TrainingState:
     epoch = found.epoch if found.epoch is not None else det.epoch
     problems = list(det.problems) + fs.problems + found.problems
     return TrainingState(det.framework, step, epoch, found.ranks, comps, tuple(fs.read),
-                         tuple(dict.fromkeys(problems)))
+                         tuple(dict.fromkeys(problems)), det.root)

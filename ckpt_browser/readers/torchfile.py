@@ -34,14 +34,7 @@ def read_pickle_file(path: str, name: str) -> PickleFile:
     """Read one torch or pickle file. Never raises for bad content; problems are recorded."""
     try:
         with open(path, "rb", buffering=READ_BUFFER) as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(64)
-            f.seek(0)
-            if head.startswith(ZIP_MAGIC):
-                return _read_zip(f, name, size)
-            if head[:1] == b"\x80" and LEGACY_MAGIC_OPS in head[:40]:
-                return _read_legacy(f, name, size)
-            return _read_plain(f, name, size, head)
+            return read_pickle_file_object(f, name, os.fstat(f.fileno()).st_size)
     except FileNotFoundError:
         return _failed(name, "pickle", None, "file does not exist")
     except PermissionError:
@@ -50,6 +43,17 @@ def read_pickle_file(path: str, name: str) -> PickleFile:
         return _failed(name, "pickle", None, "is a folder, not a file")
     except OSError as e:
         return _failed(name, "pickle", None, f"cannot read the file: {e.strerror or e}")
+
+
+def read_pickle_file_object(f, name: str, size: int) -> PickleFile:
+    """Like read_pickle_file, on an open binary file (or a window into one) of `size` bytes."""
+    head = f.read(64)
+    f.seek(0)
+    if head.startswith(ZIP_MAGIC):
+        return _read_zip(f, name, size)
+    if head[:1] == b"\x80" and LEGACY_MAGIC_OPS in head[:40]:
+        return _read_legacy(f, name, size)
+    return _read_plain(f, name, size, head)
 
 
 def walk(obj: Any, prefix: str = "", *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[str, Any]]:

@@ -1,0 +1,144 @@
+"""`diff --json` (schema in the README) and the plain-text diff."""
+
+from __future__ import annotations
+
+from ckpt_browser.report.escape import printable
+from ckpt_browser.values.diff import DiffResult, Row, number, summary
+
+
+def _side(loc) -> dict | None:
+    if loc is None:
+        return None
+    return {"dtype": loc.dtype, "shape": list(loc.shape), "file": loc.file}
+
+
+def row_doc(r: Row) -> dict:
+    v = r.values
+    doc = {"name": r.name, "status": r.status, "a": _side(r.a), "b": _side(r.b),
+           "max_abs_diff": number(v.max_abs_diff) if v else None,
+           "mean_abs_diff": number(v.mean_abs_diff) if v else None,
+           "rel_l2": number(v.rel_l2) if v else None,
+           "cosine": number(v.cosine) if v else None,
+           "bitwise_equal": v.bitwise_equal if v else None}
+    if v is not None and v.nonfinite_mismatch:
+        doc["nonfinite_mismatch"] = v.nonfinite_mismatch
+    if r.a is not None and r.b is not None and r.a.name != r.b.name:
+        doc["names"] = {"a": r.a.name, "b": r.b.name}
+    if r.error:
+        doc["error"] = r.error
+    return doc
+
+
+def diff_doc(d: DiffResult) -> dict:
+    state = dict(d.state)
+    state["summary"] = summary(d.state_rows, d.options.values)
+    state["tensors"] = [row_doc(r) for r in d.state_rows]
+    return {"a": d.a.path, "b": d.b.path,
+            "summary": summary(d.rows, d.options.values),
+            "tensors": [row_doc(r) for r in d.rows],
+            "state": state,
+            "options": {"values": d.options.values, "rtol": d.options.rtol,
+                        "atol": d.options.atol, "strip_prefix_a": d.options.strip_a,
+                        "strip_prefix_b": d.options.strip_b,
+                        "include": list(d.options.include), "exclude": list(d.options.exclude),
+                        "weights_only": d.options.weights_only},
+            "problems": {"a": [p.line() for p in d.a.problems],
+                         "b": [p.line() for p in d.b.problems]},
+            "notes": d.notes,
+            "differs": d.differs}
+
+
+def _shape(loc) -> str:
+    return f"{loc.dtype} {list(loc.shape)}"
+
+
+def _line(r: Row) -> str:
+    if r.status == "only_in_a":
+        return f"  - {r.name}  {_shape(r.a)}"
+    if r.status == "only_in_b":
+        return f"  + {r.name}  {_shape(r.b)}"
+    if r.status in ("shape_changed", "dtype_changed"):
+        text = f"  ~ {r.name}  {_shape(r.a)} -> {_shape(r.b)}"
+    else:
+        text = f"  ~ {r.name}  {_shape(r.a)}"
+    v = r.values
+    if v is not None and not v.bitwise_equal:
+        text += (f"  max|d| {_g(v.max_abs_diff)}  mean|d| {_g(v.mean_abs_diff)}  "
+                 f"rel_l2 {_g(v.rel_l2)}  cos {_g(v.cosine)}")
+        if v.nonfinite_mismatch:
+            text += f"  NaN/Inf mismatched: {v.nonfinite_mismatch:,}"
+    if r.error:
+        text += f"  (values unreadable: {r.error})"
+    return text
+
+
+def _g(x) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def _counts(s: dict) -> str:
+    parts = [f"{s['only_in_a']:,} only in A", f"{s['only_in_b']:,} only in B",
+             f"{s['shape_changed']:,} shape changed", f"{s['dtype_changed']:,} dtype changed"]
+    parts.append("values not compared (--values compares them)" if s["values_changed"] is None
+                 else f"{s['values_changed']:,} values changed")
+    parts.append(f"{s['unchanged']:,} unchanged")
+    if s.get("errors"):
+        parts.append(f"{s['errors']:,} unreadable")
+    return ", ".join(parts)
+
+
+def _section(title: str, rows: list[Row], values: bool, limit: int) -> list[str]:
+    out = [f"{title}: {_counts(summary(rows, values))}"]
+    changed = [r for r in rows if r.status != "unchanged" or r.error]
+    for r in changed[:limit]:
+        out.append(printable(_line(r)))
+    if len(changed) > limit:
+        out.append(f"  ... and {len(changed) - limit:,} more (--json lists them all)")
+    return out
+
+
+def diff_text(d: DiffResult, limit: int = 200) -> str:
+    out = [f"A: {printable(d.a.path)}", f"B: {printable(d.b.path)}", ""]
+    out += _section("weights", d.rows, d.options.values, limit)
+    if d.state_rows:
+        out += [""] + _section("state tensors", d.state_rows, d.options.values, limit)
+    out += _state_lines(d.state)
+    for side, s in (("A", d.a), ("B", d.b)):
+        errors = [p for p in s.problems if p.severity == "error"]
+        if errors:
+            out.append(printable(f"{side} has {len(errors)} error(s); first: {errors[0].line()}"))
+    out += [printable(f"note: {n}") for n in d.notes]
+    return "\n".join(out)
+
+
+def _state_lines(state: dict) -> list[str]:
+    if not state:
+        return []
+    a, b = state.get("a", {}), state.get("b", {})
+    out = ["", "training state:",
+           f"  framework  {a.get('framework')} -> {b.get('framework')}",
+           f"  step       {a.get('step')} -> {b.get('step')}",
+           f"  epoch      {a.get('epoch')} -> {b.get('epoch')}"]
+    for g in state.get("lr", []):
+        out.append(f"  lr[{g['group']}]      {_g(g.get('a'))} -> {_g(g.get('b'))}")
+    steps = state.get("optimizer_steps") or {}
+    if steps.get("a") or steps.get("b"):
+        out.append(f"  optimizer step counters  {_range(steps.get('a'))} -> "
+                   f"{_range(steps.get('b'))}")
+    last = state.get("scheduler_last_epoch") or {}
+    if last.get("a") is not None or last.get("b") is not None:
+        out.append(f"  scheduler last_epoch     {last.get('a')} -> {last.get('b')}")
+    for kind, c in state.get("components", {}).items():
+        if c.get("a") != c.get("b"):
+            out.append(f"  {kind:<10} {c.get('a')} -> {c.get('b')}")
+    for f in state.get("flags", []):
+        out.append(printable(f"  ! {f['message']}"))
+    for n in state.get("notes", []):
+        out.append(printable(f"  note: {n}"))
+    return out
+
+
+def _range(s) -> str:
+    if not s:
+        return "none"
+    return f"{s['min']:g}" if s["min"] == s["max"] else f"{s['min']:g}..{s['max']:g}"

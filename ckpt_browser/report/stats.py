@@ -1,0 +1,66 @@
+"""`stats --json` (schema in the README) and the plain-text statistics."""
+
+from __future__ import annotations
+
+from ckpt_browser.report.escape import printable
+from ckpt_browser.values.diff import number
+
+BARS = " ▁▂▃▄▅▆▇█"
+
+
+def stats_doc(s, loc) -> dict:
+    return {"name": s.name, "file": loc.file, "component": loc.component, "dtype": s.dtype,
+            "shape": list(s.shape), "numel": s.numel, "finite": s.finite,
+            "min": number(s.min), "max": number(s.max), "mean": number(s.mean),
+            "std": number(s.std), "abs_max": number(s.abs_max), "nan": s.nan, "inf": s.inf,
+            "zeros": s.zeros, "zero_fraction": s.zero_fraction, "hist": s.hist,
+            "hist_range": list(s.hist_range) if s.hist_range else None,
+            "preview": [_plain(v) for v in s.preview], "bytes_read": s.bytes_read,
+            "note": s.note or None}
+
+
+def error_doc(loc, message: str) -> dict:
+    return {"name": loc.name, "file": loc.file, "component": loc.component, "dtype": loc.dtype,
+            "shape": list(loc.shape), "error": message}
+
+
+def _plain(v):
+    if isinstance(v, float):
+        return number(v) if v == v and abs(v) != float("inf") else str(v)
+    return v
+
+
+def sparkline(counts: list[int]) -> str:
+    """One character per bin, height by count; readable without colour."""
+    top = max(counts, default=0)
+    if not top:
+        return ""
+    return "".join(BARS[0 if not c else max(1, round(c / top * (len(BARS) - 1)))]
+                   for c in counts)
+
+
+def _g(x) -> str:
+    return "n/a" if x is None else f"{x:.6g}"
+
+
+def stats_text(s, loc) -> str:
+    lines = [printable(f"{s.name}  {s.dtype} {list(s.shape)}  ({loc.file})")]
+    lines.append(f"  min {_g(s.min)}  max {_g(s.max)}  mean {_g(s.mean)}  std {_g(s.std)}  "
+                 f"abs-max {_g(s.abs_max)}")
+    zf = s.zero_fraction
+    lines.append(f"  NaN {s.nan:,}  Inf {s.inf:,}  zeros {s.zeros:,}"
+                 + (f" ({zf:.2%})" if zf is not None else "") + f"  finite {s.finite:,}")
+    if s.hist:
+        lo, hi = s.hist_range
+        lines.append(f"  histogram [{lo:.4g} .. {hi:.4g}]  {sparkline(s.hist)}")
+    if s.preview:
+        shown = ", ".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in s.preview)
+        lines.append(f"  first values: {shown}")
+    if s.note:
+        lines.append(f"  note: {s.note}")
+    return "\n".join(lines)
+
+
+def error_text(loc, message: str) -> str:
+    return printable(f"{loc.name}  {loc.dtype} {list(loc.shape)}  ({loc.file})\n"
+                     f"  values unreadable: {message}")

@@ -1,0 +1,163 @@
+"""Compare two tensors of the same shape, block by block, wherever their bytes live.
+
+Both sides stream in row-major order (`iter_blocks`); blocks are re-aligned so a DCP tensor in
+4 chunks compares against the same tensor in 2 chunks or in one safetensors file. Blocks whose
+bytes are identical cost a memcmp; only blocks that differ are converted and measured. Metrics
+are computed on elements finite on both sides; NaN/Inf that differ are counted separately.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from ckpt_browser.values.locate import TensorLoc
+from ckpt_browser.values.read import BLOCK_BYTES, ValuesError, iter_blocks
+
+WIDE = ("F64", "I64", "U64", "I32", "U32", "C128")  # measured in float64, not float32
+
+
+@dataclass
+class ValueDiff:
+    bitwise_equal: bool  # same dtype and the same bytes, element for element
+    close: bool  # |a - b| <= atol + rtol * |b| everywhere (numpy.allclose), NaN == NaN
+    max_abs_diff: float | None
+    mean_abs_diff: float | None
+    rel_l2: float | None  # ||a - b|| / ||a||
+    cosine: float | None
+    nonfinite_mismatch: int = 0  # positions where NaN/Inf on one side is not matched
+    compared: int = 0  # elements
+    bytes_read: int = 0
+
+
+def compare(a: TensorLoc, b: TensorLoc, rtol: float = 0.0, atol: float = 0.0,
+            cancel: threading.Event | None = None,
+            progress: Callable[[int, int], None] | None = None,
+            block_bytes: int = BLOCK_BYTES) -> ValueDiff:
+    """Raises ValuesError (unreadable, or shapes that differ) or Cancelled."""
+    if a.numel != b.numel:
+        raise ValuesError(f"{a.name}: {a.numel:,} elements against {b.numel:,}")
+    same_dtype = a.dtype == b.dtype
+    wide = torch.float64 if a.dtype in WIDE or b.dtype in WIDE else torch.float32
+    acc = _Sums()
+    equal_ranges: list[tuple[int, int]] = []
+    pos = 0
+    read = 0
+    for x, y in _aligned(iter_blocks(a, block_bytes, cancel), iter_blocks(b, block_bytes, cancel),
+                         a, b):
+        k = x.numel()
+        read += k * (x.element_size() + y.element_size())
+        if same_dtype and torch.equal(_bytes(x), _bytes(y)):
+            equal_ranges.append((pos, k))
+        else:
+            acc.add(_real(x, wide), _real(y, wide), rtol, atol)
+        pos += k
+        if progress:
+            progress(pos, a.numel)
+    bitwise = same_dtype and acc.measured == 0
+    if bitwise:
+        return ValueDiff(True, True, 0.0, 0.0, 0.0, 1.0, 0, pos, read)
+    if equal_ranges:  # identical stretches still count toward the norms
+        shared, extra = _sum_squares(a, equal_ranges, wide, block_bytes, cancel)
+        read += extra
+        acc.aa += shared
+        acc.bb += shared
+        acc.ab += shared
+    return acc.result(pos, read)
+
+
+class _Sums:
+    def __init__(self):
+        self.measured = 0  # elements in blocks that were not bitwise equal
+        self.max_abs = 0.0
+        self.sum_abs = 0.0
+        self.dd = self.aa = self.bb = self.ab = 0.0
+        self.not_close = 0
+        self.nonfinite = 0
+
+    def add(self, x: torch.Tensor, y: torch.Tensor, rtol: float, atol: float) -> None:
+        self.measured += x.numel()
+        finite = torch.isfinite(x) & torch.isfinite(y)
+        if not bool(finite.all()):
+            same = (x == y) | (torch.isnan(x) & torch.isnan(y))  # inf == inf, NaN "==" NaN
+            mismatch = int((~finite & ~same).sum())
+            self.nonfinite += mismatch
+            self.not_close += mismatch
+            x, y = x[finite], y[finite]
+        if not x.numel():
+            return
+        d = x - y
+        ad = d.abs()
+        self.max_abs = max(self.max_abs, float(ad.max()))
+        self.sum_abs += float(ad.sum(dtype=torch.float64))
+        self.dd += float(torch.dot(d, d))
+        self.aa += float(torch.dot(x, x))
+        self.bb += float(torch.dot(y, y))
+        self.ab += float(torch.dot(x, y))
+        if atol or rtol:
+            self.not_close += int((ad > atol + rtol * y.abs()).sum())
+        else:
+            self.not_close += int((ad != 0).sum())
+
+    def result(self, compared: int, read: int) -> ValueDiff:
+        rel = math.sqrt(self.dd) / math.sqrt(self.aa) if self.aa > 0 else (
+            0.0 if self.dd == 0 else None)
+        cos = self.ab / math.sqrt(self.aa * self.bb) if self.aa > 0 and self.bb > 0 else None
+        if cos is not None:
+            cos = max(-1.0, min(1.0, cos))
+        return ValueDiff(False, self.not_close == 0, self.max_abs,
+                         self.sum_abs / compared if compared else None, rel, cos,
+                         self.nonfinite, compared, read)
+
+
+def _bytes(x: torch.Tensor) -> torch.Tensor:
+    return x.contiguous().view(torch.uint8) if x.dtype != torch.uint8 else x
+
+
+def _real(x: torch.Tensor, wide: torch.dtype) -> torch.Tensor:
+    if x.is_complex():
+        x = torch.view_as_real(x.contiguous()).reshape(-1)
+    return x.to(wide)
+
+
+def _aligned(ia: Iterator[torch.Tensor], ib: Iterator[torch.Tensor], a: TensorLoc,
+             b: TensorLoc) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    x = y = None
+    while True:
+        if x is None or not x.numel():
+            x = next(ia, None)
+        if y is None or not y.numel():
+            y = next(ib, None)
+        if x is None or y is None:
+            if x is not None or y is not None:
+                short = a if x is None else b
+                raise ValuesError(f"{short.file}: {short.name}: fewer elements than its shape")
+            return
+        k = min(x.numel(), y.numel())
+        yield x[:k], y[:k]
+        x, y = x[k:], y[k:]
+
+
+def _sum_squares(loc: TensorLoc, ranges: list[tuple[int, int]], wide, block_bytes: int,
+                 cancel) -> tuple[float, int]:
+    """Sum of squares of loc's elements in the given (start, count) ranges, and bytes read."""
+    total, read, pos, i = 0.0, 0, 0, 0
+    for block in iter_blocks(loc, block_bytes, cancel):
+        end = pos + block.numel()
+        read += block.numel() * block.element_size()
+        while i < len(ranges) and ranges[i][0] < end:
+            start, count = ranges[i]
+            lo, hi = max(start, pos), min(start + count, end)
+            part = _real(block[lo - pos:hi - pos], wide)
+            total += float(torch.dot(part, part))
+            if start + count > end:
+                break
+            i += 1
+        pos = end
+        if i >= len(ranges):
+            break
+    return total, read

@@ -1,0 +1,215 @@
+"""Diff two checkpoints: structure by name, then (on request) values one tensor at a time.
+
+Weights are compared in `tensors`; every other tensor (optimizer moments, step counters,
+RNG states kept as tensors ...) in `state.tensors`, with the same statuses. Names line up after
+optional prefix stripping, so a DCP or Lightning tree can be compared with an HF export.
+Sharding is not a difference: only names, dtypes, shapes and values are compared.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ckpt_browser.model import Checkpoint, Problem, TrainingState, natural_key
+from ckpt_browser.values.locate import TensorLoc
+
+STATUSES = ("only_in_a", "only_in_b", "shape_changed", "dtype_changed", "values_changed",
+            "unchanged")
+
+
+@dataclass
+class Side:
+    path: str
+    ckpt: Checkpoint | None
+    training: TrainingState | None
+    locs: list[TensorLoc]
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class Row:
+    name: str  # after prefix stripping
+    status: str
+    a: TensorLoc | None
+    b: TensorLoc | None
+    values: object = None  # compare.ValueDiff once compared
+    error: str | None = None  # values could not be read
+
+    @property
+    def comparable(self) -> bool:
+        return self.a is not None and self.b is not None and self.a.shape == self.b.shape
+
+
+@dataclass
+class Options:
+    values: bool = False
+    rtol: float = 0.0
+    atol: float = 0.0
+    strip_a: str = ""
+    strip_b: str = ""
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    weights_only: bool = False
+
+
+@dataclass
+class DiffResult:
+    a: Side
+    b: Side
+    options: Options
+    rows: list[Row]  # weights
+    state_rows: list[Row]  # every other tensor
+    state: dict  # values.state_diff.state_diff(...), plus what compare found
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        return sum(r.error is not None for r in self.rows + self.state_rows)
+
+    @property
+    def differs(self) -> bool:
+        if any(r.status != "unchanged" for r in self.rows + self.state_rows):
+            return True
+        return not self.options.weights_only and bool(self.state.get("differs"))
+
+
+def open_side(path: str) -> Side:
+    """Headers and state files of one checkpoint; raises CheckpointError when nothing is there."""
+    from ckpt_browser.analysis.components import training_state
+    from ckpt_browser.readers import load_checkpoint
+    from ckpt_browser.values.locate import all_locs
+
+    ckpt = load_checkpoint(path)
+    training = training_state(path)
+    problems = list(ckpt.problems) + list(training.problems)
+    return Side(path, ckpt, training, all_locs(ckpt, training), problems)
+
+
+def structure(a: Side, b: Side, opts: Options) -> tuple[list[Row], list[Row], list[str]]:
+    """Pair tensors by name: (weight rows, state rows, notes)."""
+    notes: list[str] = []
+    named_a = _named(a.locs, opts.strip_a, opts, notes, "A")
+    named_b = _named(b.locs, opts.strip_b, opts, notes, "B")
+    rows, state_rows = [], []
+    for name in sorted(named_a.keys() | named_b.keys(), key=natural_key):
+        la, lb = named_a.get(name), named_b.get(name)
+        row = Row(name, _status(la, lb), la, lb)
+        weights = (la or lb).component in ("weights", None)
+        if weights:
+            rows.append(row)
+        elif not opts.weights_only:
+            state_rows.append(row)
+    if named_a and named_b and not any(r.a and r.b for r in rows + state_rows):
+        notes.append("no tensor names in common; if one side adds a prefix (model., module., "
+                     "state_dict.), pass --strip-prefix-a or --strip-prefix-b")
+    return rows, state_rows, notes
+
+
+def _named(locs: list[TensorLoc], strip: str, opts: Options, notes: list[str],
+           side: str) -> dict[str, TensorLoc]:
+    out: dict[str, TensorLoc] = {}
+    dupes = 0
+    for loc in locs:
+        if opts.weights_only and loc.component not in ("weights", None):
+            continue
+        name = loc.name[len(strip):] if strip and loc.name.startswith(strip) else loc.name
+        if opts.include and not any(fnmatch.fnmatchcase(name, g) for g in opts.include):
+            continue
+        if any(fnmatch.fnmatchcase(name, g) for g in opts.exclude):
+            continue
+        if name in out:
+            dupes += 1
+            continue
+        out[name] = loc
+    if dupes:
+        notes.append(f"{side} names {dupes:,} tensor(s) twice (in different files); the first "
+                     "of each is compared")
+    return out
+
+
+def _status(a: TensorLoc | None, b: TensorLoc | None) -> str:
+    if b is None:
+        return "only_in_a"
+    if a is None:
+        return "only_in_b"
+    if a.shape != b.shape:
+        return "shape_changed"
+    if a.dtype != b.dtype:
+        return "dtype_changed"
+    return "unchanged"
+
+
+def compare_values(rows: list[Row], opts: Options, cancel: threading.Event | None = None,
+                   progress: Callable[[int, int, str], None] | None = None) -> None:
+    """Fill row.values (and the status) for every comparable row, in file order.
+    progress(bytes done, bytes total, name). Raises Cancelled."""
+    from ckpt_browser.values.compare import compare
+    from ckpt_browser.values.read import ValuesError
+
+    todo = [r for r in rows if r.comparable and r.values is None and r.error is None]
+    todo.sort(key=lambda r: (r.a.pieces[0].path, r.a.pieces[0].offset) if r.a.pieces else ("", 0))
+    total = sum(r.a.nbytes + r.b.nbytes for r in todo)
+    done = 0
+    for row in todo:
+        size = row.a.nbytes + row.b.nbytes
+
+        def step(k: int, n: int, base=done, size=size, name=row.name) -> None:
+            if progress:
+                progress(base + (size * k // n if n else size), total, name)
+
+        try:
+            row.values = compare(row.a, row.b, opts.rtol, opts.atol, cancel, step)
+        except ValuesError as e:
+            row.error = str(e)
+        else:
+            if row.status == "unchanged" and not row.values.close:
+                row.status = "values_changed"
+        done += size
+        if progress:
+            progress(done, total, row.name)
+
+
+def diff(a: Side, b: Side, opts: Options, cancel: threading.Event | None = None,
+         progress: Callable[[int, int, str], None] | None = None) -> DiffResult:
+    rows, state_rows, notes = structure(a, b, opts)
+    if opts.values:
+        compare_values(rows + state_rows, opts, cancel, progress)
+    unmoved = ([r.name for r in rows if r.values is not None and r.values.bitwise_equal]
+               if opts.values else None)
+    state = {}
+    if not opts.weights_only and a.training is not None and b.training is not None:
+        from ckpt_browser.values.state_diff import state_diff
+
+        state = state_diff(a.training, b.training, a.locs, b.locs, unmoved)
+        state["differs"] = _state_differs(state)
+    return DiffResult(a, b, opts, rows, state_rows, state, notes)
+
+
+def _state_differs(state: dict) -> bool:
+    sides = state.get("a", {}), state.get("b", {})
+    if sides[0].get("step") != sides[1].get("step") or sides[0].get("epoch") != sides[1].get("epoch"):
+        return True
+    if any(c.get("a") != c.get("b") for c in state.get("components", {}).values()):
+        return True
+    return any(g.get("a") != g.get("b") for g in state.get("lr", []))
+
+
+def summary(rows: list[Row], values: bool) -> dict:
+    counts = {s: 0 for s in STATUSES}
+    for r in rows:
+        counts[r.status] += 1
+    if not values:
+        counts["values_changed"] = None
+    errors = sum(r.error is not None for r in rows)
+    if errors:
+        counts["errors"] = errors
+    return counts
+
+
+def number(x: float | None) -> float | None:
+    """JSON has no NaN or Infinity."""
+    return x if x is not None and math.isfinite(x) else None

@@ -1,0 +1,155 @@
+"""Where each tensor's bytes are: one place for safetensors, torch files and DCP folders.
+
+A `TensorLoc` names a tensor the way its checkpoint does and lists the byte ranges ("pieces")
+that hold it. A safetensors or torch tensor is one piece; a DCP tensor is one piece per saved
+chunk, each placed in the global tensor by its offsets. Nothing here reads tensor bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ckpt_browser.model import Checkpoint, TrainingState
+from ckpt_browser.readers.pickle_safe import ITEMSIZE
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    path: str  # the file, as a path that can be opened
+    offset: int  # absolute byte offset of the piece's first element in that file
+    length: int  # bytes
+    offsets: tuple[int, ...]  # where the piece sits in the global tensor
+    sizes: tuple[int, ...]  # the piece's shape
+
+
+@dataclass(frozen=True, slots=True)
+class TensorLoc:
+    name: str  # as the checkpoint names it (state-dict key, DCP key, dotted path in a .pt)
+    dtype: str  # safetensors spelling; torch-only tags such as C128 too
+    shape: tuple[int, ...]
+    file: str  # relative to the checkpoint folder; a DCP tensor names its folder's .metadata
+    component: str | None  # "weights", "optimizer" ... (None when no training state was read)
+    pieces: tuple[Piece, ...] = ()
+    stride: tuple[int, ...] | None = None  # a torch view that is not contiguous; pieces[0] is
+    #                                       its whole storage from the view's first element
+    problem: str | None = None  # why the bytes cannot be read; pieces is then empty
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * ITEMSIZE.get(self.dtype, 1)
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p.path for p in self.pieces))
+
+
+def _contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    expect = 1
+    for size, step in zip(reversed(shape), reversed(stride)):
+        if size != 1 and step != expect:
+            return False
+        expect *= size
+    return True
+
+
+def safetensors_locs(ckpt: Checkpoint) -> list[TensorLoc]:
+    out = []
+    for shard in ckpt.shards:
+        if shard.header_bytes is None:
+            continue
+        start = 8 + shard.header_bytes
+        path = os.path.join(ckpt.layout.root, shard.name)
+        for name, dtype, shape, file, begin, end, _ in shard.tensors:
+            out.append(TensorLoc(name, dtype, shape, file, "weights",
+                                 (Piece(path, start + begin, end - begin, (0,) * len(shape),
+                                        shape),)))
+    return out
+
+
+def state_locs(training: TrainingState) -> list[TensorLoc]:
+    """Tensors of every torch file and DCP folder the training-state readers parsed."""
+    from ckpt_browser.analysis.roles import component_of
+    from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile
+
+    out = []
+    for f in training.files:
+        if isinstance(f, PickleFile):
+            out.extend(_pickle_locs(training, f))
+        elif isinstance(f, DcpCheckpoint):
+            prefix = f"{f.folder}/" if f.folder else ""
+            metadata = prefix + ".metadata"
+            folder = os.path.join(training.root, f.folder)
+            for key, e in f.entries.items():
+                if e.kind != "tensor" or e.shape is None:
+                    continue
+                out.append(_dcp_loc(key, e, metadata, folder,
+                                    component_of(training, metadata, key), f.files))
+    return out
+
+
+def _pickle_locs(training: TrainingState, pf) -> list[TensorLoc]:
+    from ckpt_browser.analysis.roles import component_of
+
+    path = os.path.join(training.root, pf.name)
+    out = []
+    for key, t in pf.tensors:
+        comp = component_of(training, pf.name, key)
+        itemsize = ITEMSIZE.get(t.dtype, 1)
+        record = pf.storages.get(t.storage_key)
+        if record is None:
+            out.append(TensorLoc(key, t.dtype, t.shape, pf.name, comp,
+                                 problem=f"storage {t.storage_key} was not found in the file"))
+            continue
+        begin = record[0] + t.storage_offset * itemsize
+        contiguous = _contiguous(t.shape, t.stride)
+        if contiguous:
+            length = t.numel * itemsize
+        else:  # the view reaches as far as its largest index
+            span = 1 + sum((d - 1) * s for d, s in zip(t.shape, t.stride)) if t.numel else 0
+            length = span * itemsize
+        if begin + length > record[0] + record[1]:
+            out.append(TensorLoc(key, t.dtype, t.shape, pf.name, comp,
+                                 problem=f"needs bytes past the end of storage {t.storage_key}"))
+            continue
+        out.append(TensorLoc(key, t.dtype, t.shape, pf.name, comp,
+                             (Piece(path, begin, length, (0,) * len(t.shape), t.shape),),
+                             None if contiguous else t.stride))
+    return out
+
+
+def _dcp_loc(key, e, metadata: str, folder: str, comp, files: dict) -> TensorLoc:
+    itemsize = ITEMSIZE.get(e.dtype, 1)
+    pieces = []
+    for c in e.chunks:
+        n = 1
+        for d in c.sizes:
+            n *= d
+        if c.file is None or c.offset is None or c.length is None:
+            return TensorLoc(key, e.dtype, e.shape, metadata, comp,
+                             problem=f"a chunk at {list(c.offsets)} has no rank file recorded")
+        if c.file not in files:
+            return TensorLoc(key, e.dtype, e.shape, metadata, comp,
+                             problem=f"rank file {c.file} is missing")
+        if c.length < n * itemsize or c.offset + c.length > files[c.file]:
+            return TensorLoc(key, e.dtype, e.shape, metadata, comp,
+                             problem=f"the chunk in {c.file} is shorter than its "
+                             f"{n:,} elements need")
+        pieces.append(Piece(os.path.join(folder, c.file), c.offset, c.length,
+                            tuple(c.offsets), tuple(c.sizes)))
+    return TensorLoc(key, e.dtype, tuple(e.shape), metadata, comp, tuple(pieces))
+
+
+def all_locs(ckpt: Checkpoint | None, training: TrainingState | None) -> list[TensorLoc]:
+    """Every tensor of a checkpoint: safetensors weights first, then state files' tensors."""
+    out = safetensors_locs(ckpt) if ckpt is not None else []
+    if training is not None:
+        out.extend(state_locs(training))
+    return out

@@ -1,0 +1,284 @@
+"""Read one tensor's values, in bounded blocks, in the global tensor's row-major order.
+
+Only the tensor's own bytes are read (`os.preadv` into a reused buffer), never more than
+`block_bytes` at a time. A DCP tensor is read chunk by chunk: chunks that split it along
+dimension 0 stream one after the other; chunks split along other dimensions are assembled one
+slab of rows at a time. Each DCP chunk is a small torch.save archive inside its rank file; its
+storage record is found with the same zip reader the browser uses. torch converts the dtypes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+
+import torch
+
+from ckpt_browser.readers.pickle_safe import ITEMSIZE
+from ckpt_browser.values.locate import Piece, TensorLoc
+
+BLOCK_BYTES = 8 * 2**20
+MAX_ROW_BYTES = 256 * 2**20  # one slab row of a DCP tensor chunked along inner dimensions
+MAX_VIEW_BYTES = 256 * 2**20  # the storage behind a non-contiguous torch view
+MAX_WRAPPER_BYTES = 1 * 2**20  # the archive around a DCP chunk, beyond its data
+
+TORCH_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+    "U8": torch.uint8, "U16": torch.uint16, "U32": torch.uint32, "U64": torch.uint64,
+    "BOOL": torch.bool, "C64": torch.complex64, "C128": torch.complex128,
+    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
+    "F8_E4M3FNUZ": torch.float8_e4m3fnuz, "F8_E5M2FNUZ": torch.float8_e5m2fnuz,
+    "F8_E8M0": torch.float8_e8m0fnu,
+}
+
+
+class ValuesError(Exception):
+    """The tensor's values cannot be read; the message names the file and why."""
+
+
+class Cancelled(Exception):
+    pass
+
+
+def torch_dtype(dtype: str) -> torch.dtype:
+    got = TORCH_DTYPES.get(dtype)
+    if got is None:
+        raise ValuesError(f"values of {dtype} tensors cannot be read (no torch dtype holds them "
+                          "unpacked)")
+    return got
+
+
+def iter_blocks(loc: TensorLoc, block_bytes: int = BLOCK_BYTES,
+                cancel: threading.Event | None = None) -> Iterator[torch.Tensor]:
+    """Yield the tensor's elements as 1-D tensors of its own dtype, in row-major order; together
+    they hold exactly numel elements. Raises ValuesError or Cancelled."""
+    if loc.problem:
+        raise ValuesError(f"{loc.file}: {loc.name}: {loc.problem}")
+    dtype = torch_dtype(loc.dtype)
+    itemsize = ITEMSIZE[loc.dtype]
+    block = max(1, block_bytes // itemsize)
+    if loc.numel == 0:
+        return
+    pieces = [_unwrap(p, loc, itemsize) if _wrapped(p, itemsize) else p for p in loc.pieces]
+    if loc.stride is not None:
+        yield from _strided(loc, pieces[0], dtype, itemsize, block, cancel)
+    elif len(pieces) == 1 and pieces[0].sizes == loc.shape:
+        yield from _stream(pieces[0], 0, loc.numel, dtype, itemsize, block, cancel)
+    elif _stacked(loc.shape, pieces):
+        _check_tiling(loc, pieces)
+        row = loc.numel // loc.shape[0]
+        for p in sorted(pieces, key=lambda p: p.offsets[0]):
+            yield from _stream(p, 0, p.sizes[0] * row, dtype, itemsize, block, cancel)
+    else:
+        yield from _slabs(loc, pieces, dtype, itemsize, block, cancel)
+
+
+def read_all(loc: TensorLoc, max_bytes: int = 64 * 2**20) -> torch.Tensor:
+    """A small tensor whole, in its shape (the optimizer's step counters, a preview)."""
+    if loc.nbytes > max_bytes:
+        raise ValuesError(f"{loc.file}: {loc.name} is {loc.nbytes:,} bytes, over the "
+                          f"{max_bytes:,}-byte limit for reading it whole")
+    parts = list(iter_blocks(loc))
+    flat = torch.cat(parts) if parts else torch.empty(0, dtype=torch_dtype(loc.dtype))
+    return flat.reshape(loc.shape)
+
+
+# -- plain byte ranges -----------------------------------------------------------------------
+
+def _stream(p: Piece, first: int, count: int, dtype, itemsize: int, block: int,
+            cancel) -> Iterator[torch.Tensor]:
+    """Elements [first, first + count) of a piece's contiguous bytes."""
+    with _Fd(p.path) as fd:
+        done = 0
+        while done < count:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            n = min(block, count - done)
+            buf = fd.read_exact(p.offset + (first + done) * itemsize, n * itemsize)
+            yield torch.frombuffer(buf, dtype=dtype)
+            done += n
+
+
+class _Fd:
+    def __init__(self, path: str):
+        self.path = path
+
+    def __enter__(self) -> _Fd:
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except OSError as e:
+            raise ValuesError(f"{self.path}: cannot open: {e.strerror or e}") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.close(self.fd)
+
+    def read_exact(self, offset: int, length: int) -> bytearray:
+        buf = bytearray(length)
+        view = memoryview(buf)
+        got = 0
+        while got < length:
+            try:
+                n = os.preadv(self.fd, [view[got:]], offset + got)
+            except OSError as e:
+                raise ValuesError(f"{self.path}: read failed at byte {offset + got:,}: "
+                                  f"{e.strerror or e}") from None
+            if n == 0:
+                raise ValuesError(f"{self.path}: the file ends at byte {offset + got:,}, before "
+                                  f"the {length:,} bytes wanted from byte {offset:,} (truncated?)")
+            got += n
+        return buf
+
+
+# -- DCP chunks: a torch.save archive inside the rank file -----------------------------------
+
+def _wrapped(p: Piece, itemsize: int) -> bool:
+    n = 1
+    for d in p.sizes:
+        n *= d
+    return p.length != n * itemsize
+
+
+def _unwrap(p: Piece, loc: TensorLoc, itemsize: int) -> Piece:
+    """The data range of the storage inside a DCP chunk's torch.save archive."""
+    from ckpt_browser.readers.torchfile import read_pickle_file_object
+
+    n = 1
+    for d in p.sizes:
+        n *= d
+    if p.length > n * itemsize + MAX_WRAPPER_BYTES:
+        raise ValuesError(f"{p.path}: {loc.name}: a chunk of {p.length:,} bytes for "
+                          f"{n * itemsize:,} bytes of data")
+    with _Fd(p.path) as fd:
+        window = _Window(fd, p.offset, p.length)
+        pf = read_pickle_file_object(io.BufferedReader(window, 1024), os.path.basename(p.path),
+                                     p.length)
+    bad = [q.message for q in pf.problems if q.severity == "error"]
+    if bad or len(pf.tensors) != 1:
+        why = bad[0] if bad else f"{len(pf.tensors)} tensors instead of one"
+        raise ValuesError(f"{p.path}: {loc.name}: the chunk at byte {p.offset:,} is unreadable: "
+                          f"{why}")
+    _, t = pf.tensors[0]
+    record = pf.storages.get(t.storage_key)
+    if t.shape != p.sizes or t.dtype != loc.dtype or record is None:
+        raise ValuesError(f"{p.path}: {loc.name}: the chunk at byte {p.offset:,} holds "
+                          f"{t.dtype} {list(t.shape)}, the metadata says {loc.dtype} "
+                          f"{list(p.sizes)}")
+    if any(st != ex for st, ex, d in zip(t.stride, _row_major(t.shape), t.shape) if d != 1):
+        raise ValuesError(f"{p.path}: {loc.name}: a non-contiguous chunk (not written by DCP)")
+    begin = record[0] + t.storage_offset * itemsize
+    if begin + n * itemsize > record[0] + record[1]:
+        raise ValuesError(f"{p.path}: {loc.name}: the chunk's storage is too short")
+    return replace(p, offset=p.offset + begin, length=n * itemsize)
+
+
+class _Window(io.RawIOBase):
+    """A read-only file object over bytes [start, start + length) of an open file."""
+
+    def __init__(self, fd: _Fd, start: int, length: int):
+        self.fd, self.start, self.length, self.pos = fd, start, length, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self.pos = max(0, {0: pos, 1: self.pos + pos, 2: self.length + pos}[whence])
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, b) -> int:
+        n = max(0, min(len(b), self.length - self.pos))
+        if n:
+            got = os.preadv(self.fd.fd, [memoryview(b)[:n]], self.start + self.pos)
+            self.pos += got
+            return got
+        return 0
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, step = [], 1
+    for d in reversed(shape):
+        out.append(step)
+        step *= d
+    return tuple(reversed(out))
+
+
+# -- chunk layouts ---------------------------------------------------------------------------
+
+def _stacked(shape: tuple[int, ...], pieces: list[Piece]) -> bool:
+    """Every chunk spans all of dimensions 1.. : the tensor is the chunks one after another."""
+    return bool(shape) and all(p.offsets[1:] == (0,) * (len(shape) - 1)
+                               and p.sizes[1:] == shape[1:] for p in pieces)
+
+
+def _check_tiling(loc: TensorLoc, pieces: list[Piece]) -> None:
+    row = 0
+    for p in sorted(pieces, key=lambda p: p.offsets[0]):
+        if p.offsets[0] != row:
+            what = "a gap" if p.offsets[0] > row else "an overlap"
+            raise ValuesError(f"{loc.file}: {loc.name}: the chunks leave {what} at row {row:,}")
+        row += p.sizes[0]
+    if row != loc.shape[0]:
+        raise ValuesError(f"{loc.file}: {loc.name}: the chunks cover {row:,} of "
+                          f"{loc.shape[0]:,} rows")
+
+
+def _slabs(loc: TensorLoc, pieces: list[Piece], dtype, itemsize: int, block: int,
+           cancel) -> Iterator[torch.Tensor]:
+    """Chunks split along inner dimensions: assemble a few rows at a time."""
+    shape = loc.shape
+    row = loc.numel // shape[0] if shape[0] else 0
+    if row * itemsize > MAX_ROW_BYTES:
+        raise ValuesError(f"{loc.file}: {loc.name}: one row is {row * itemsize:,} bytes, over "
+                          f"the {MAX_ROW_BYTES:,}-byte limit for assembling chunks")
+    rows = max(1, block // max(row, 1))
+    for r0 in range(0, shape[0], rows):
+        r1 = min(shape[0], r0 + rows)
+        out = torch.empty((r1 - r0, *shape[1:]), dtype=dtype)
+        filled = 0
+        for p in pieces:
+            a, b = max(r0, p.offsets[0]), min(r1, p.offsets[0] + p.sizes[0])
+            if a >= b:
+                continue
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            prow = 1
+            for d in p.sizes[1:]:
+                prow *= d
+            with _Fd(p.path) as fd:
+                buf = fd.read_exact(p.offset + (a - p.offsets[0]) * prow * itemsize,
+                                    (b - a) * prow * itemsize)
+            part = torch.frombuffer(buf, dtype=dtype).reshape((b - a, *p.sizes[1:]))
+            where = [slice(a - r0, b - r0)] + [slice(o, o + s) for o, s in
+                                              zip(p.offsets[1:], p.sizes[1:])]
+            out[tuple(where)] = part
+            filled += part.numel()
+        if filled != out.numel():
+            raise ValuesError(f"{loc.file}: {loc.name}: the chunks cover {filled:,} of the "
+                              f"{out.numel():,} elements in rows {r0:,}-{r1 - 1:,}")
+        yield out.reshape(-1)
+
+
+def _strided(loc: TensorLoc, p: Piece, dtype, itemsize: int, block: int,
+             cancel) -> Iterator[torch.Tensor]:
+    """A torch view that is not contiguous: read the storage it spans, then gather."""
+    if p.length > MAX_VIEW_BYTES:
+        raise ValuesError(f"{loc.file}: {loc.name}: a non-contiguous view over {p.length:,} "
+                          f"bytes of storage, over the {MAX_VIEW_BYTES:,}-byte limit")
+    if cancel is not None and cancel.is_set():
+        raise Cancelled()
+    with _Fd(p.path) as fd:
+        buf = fd.read_exact(p.offset, p.length)
+    flat = torch.frombuffer(buf, dtype=dtype)
+    view = torch.as_strided(flat, loc.shape, loc.stride).reshape(-1)
+    for i in range(0, view.numel(), block):
+        yield view[i:i + block]

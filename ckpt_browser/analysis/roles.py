@@ -32,4 +32,7 @@ def component_of(training: TrainingState | None, file: str, path: str) -> str | 
             return kind
     if file.endswith(".metadata"):  # torchtitan keeps model FQNs at the top level of its DCP
         return "weights"
+    for kind in ("optimizer", "weights"):  # a ZeRO optimizer file also holds the loss scaler
+        if kind in owners:
+            return kind
     return "other"  # e.g. a Lightning callback's tensor: part of no component

@@ -16,7 +16,7 @@ BANK_PATH = Path(__file__).with_name("bank.json")
 MAX_BANK_BYTES = 4 * 1024 * 1024  # a few hundred questions are ~200 KB
 LANGS = ("en", "vi")
 TOPICS = frozenset({"sharding", "index", "safetensors", "dcp", "optimizer", "scheduler", "rng",
-                    "data", "progress", "scaler", "world-size", "weights-only", "verify"})
+                    "data", "progress", "scaler", "world-size", "weights-only", "verify", "diff"})
 SOURCES = frozenset({"seed", "bank"})  # generated questions are made in memory, never stored
 N_OPTIONS = 4
 

@@ -14,7 +14,7 @@ from importlib.resources import files
 import pytest
 
 TOPICS = {"sharding", "index", "safetensors", "dcp", "optimizer", "scheduler", "rng", "data",
-          "progress", "scaler", "world-size", "weights-only", "verify"}
+          "progress", "scaler", "world-size", "weights-only", "verify", "diff"}
 LANGS = ("en", "vi")
 FIELDS = {"question", "options", "why", "explanation"}
 

@@ -96,9 +96,9 @@ def _model_and_optimizer(det: Detection, fs: StateFiles, out: Found,
         every_kind(out, lambda kind: Component(kind, bad.status, bad.files, bad.detail)
                    if kind != "rng" else rng)
         return None
-    # torchtitan saves model FQNs at top level, with no "model." prefix
-    has_model_prefix = any(k.startswith("model.") for k in d.entries)
-    prefix = "model." if has_model_prefix or not titan else ""
+    # torchtitan, and dcp.save(model.state_dict()), keep model FQNs at top level, with no
+    # "model." prefix; dcp.save({"model": ...}) adds it
+    prefix = "model." if any(k.startswith("model.") for k in d.entries) else ""
     out.add(weights_component(fs, files, dcp="", dcp_prefix=prefix))
     out.add(optimizer_from_dcp(fs, files, "", "optimizer."))
     ranks = {m.group(1) for f in d.files if (m := DCP_DATA.match(f))}

@@ -416,7 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = None
     try:
-        args = _parser().parse_args(_split(argv))
+        parser = _parser()
+        args, rest = parser.parse_known_args(_split(argv))
+        if rest and args.command == "stats" and not any(r.startswith("-") for r in rest):
+            args.names += rest  # names after an option: `stats PATH --json NAME`
+        elif rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
         command = args.command
         return {"inspect": cmd_inspect, "check": cmd_check, "quiz": cmd_quiz,
                 "browse": cmd_browse, "stats": cmd_stats, "diff": cmd_diff}[command](args)

@@ -194,7 +194,7 @@ class TrainingState:
     """What a checkpoint holds beside the weights, per the framework that wrote it."""
 
     framework: str  # "hf-trainer" | "accelerate" | "lightning" | "dcp" | "torchtitan" |
-    #                 "deepspeed" | "megatron" | "safetensors" | "unknown"
+    #                 "deepspeed" | "megatron" | "safetensors" | "torch" | "unknown"
     step: int | None = None
     epoch: float | None = None
     ranks: int | None = None

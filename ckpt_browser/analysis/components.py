@@ -35,6 +35,7 @@ BUILDERS: dict[str, str] = {
     "lightning": "lightning:build_lightning", "torchtitan": "dcp:build_torchtitan",
     "dcp": "dcp:build_dcp", "deepspeed": "deepspeed:build_deepspeed",
     "megatron": "megatron:build_megatron", "safetensors": "weights:build_safetensors",
+    "torch": "weights:build_safetensors",
 }
 
 

@@ -30,6 +30,9 @@ __all__ = ["FRAMEWORKS", "MAX_MARKER", "OTHER", "Detection", "dcp_files", "detec
 SAFETENSORS = rx(r"model\.safetensors", r"model-\d+-of-\d+\.safetensors",
                  r"model\.safetensors\.index\.json")
 
+TORCH_WEIGHTS = rx(r"pytorch_model\.bin", r"pytorch_model-\d+-of-\d+\.bin",
+                   r"pytorch_model\.bin\.index\.json")
+
 
 def detect(path: str) -> Detection:
     """Say which framework wrote `path` (a checkpoint folder or one file). Never raises for
@@ -100,6 +103,10 @@ def _folder(path: str) -> Detection:
         weights = tuple(n for n in names if n.endswith((".safetensors", ".safetensors.index.json")))
         roles = {"weights": weights}
         return Detection(path, path, "safetensors", step, source, roles=with_other(roles, names))
+    torch_weights = tuple(n for n in names if TORCH_WEIGHTS.match(n))
+    if torch_weights:  # a model saved by save_pretrained(safe_serialization=False)
+        roles = {"weights": torch_weights}
+        return Detection(path, path, "torch", step, source, roles=with_other(roles, names))
     latest = _latest_child(path, names)
     if latest is not None:
         return latest

@@ -61,9 +61,10 @@ def compare(a: TensorLoc, b: TensorLoc, rtol: float = 0.0, atol: float = 0.0,
     bitwise = same_dtype and acc.measured == 0
     if bitwise:
         return ValueDiff(True, True, 0.0, 0.0, 0.0, 1.0, 0, pos, read)
-    if equal_ranges:  # identical stretches still count toward the norms
-        shared, extra = _sum_squares(a, equal_ranges, wide, block_bytes, cancel)
+    if equal_ranges:  # identical stretches still count toward the norms and the mean
+        shared, finite, extra = _sum_squares(a, equal_ranges, wide, block_bytes, cancel)
         read += extra
+        acc.finite += finite
         acc.aa += shared
         acc.bb += shared
         acc.ab += shared
@@ -78,6 +79,7 @@ class _Sums:
         self.dd = self.aa = self.bb = self.ab = 0.0
         self.not_close = 0
         self.nonfinite = 0
+        self.finite = 0  # elements finite on both sides, measured or bitwise equal
 
     def add(self, x: torch.Tensor, y: torch.Tensor, rtol: float, atol: float) -> None:
         self.measured += x.numel()
@@ -90,6 +92,7 @@ class _Sums:
             x, y = x[finite], y[finite]
         if not x.numel():
             return
+        self.finite += x.numel()
         d = x - y
         ad = d.abs()
         self.max_abs = max(self.max_abs, float(ad.max()))
@@ -110,7 +113,7 @@ class _Sums:
         if cos is not None:
             cos = max(-1.0, min(1.0, cos))
         return ValueDiff(False, self.not_close == 0, self.max_abs,
-                         self.sum_abs / compared if compared else None, rel, cos,
+                         self.sum_abs / self.finite if self.finite else None, rel, cos,
                          self.nonfinite, compared, read)
 
 
@@ -143,9 +146,10 @@ def _aligned(ia: Iterator[torch.Tensor], ib: Iterator[torch.Tensor], a: TensorLo
 
 
 def _sum_squares(loc: TensorLoc, ranges: list[tuple[int, int]], wide, block_bytes: int,
-                 cancel) -> tuple[float, int]:
-    """Sum of squares of loc's elements in the given (start, count) ranges, and bytes read."""
-    total, read, pos, i = 0.0, 0, 0, 0
+                 cancel) -> tuple[float, int, int]:
+    """Sum of squares of loc's finite elements in the given (start, count) ranges, how many
+    they are, and bytes read."""
+    total, finite, read, pos, i = 0.0, 0, 0, 0, 0
     for block in iter_blocks(loc, block_bytes, cancel):
         end = pos + block.numel()
         read += block.numel() * block.element_size()
@@ -153,6 +157,8 @@ def _sum_squares(loc: TensorLoc, ranges: list[tuple[int, int]], wide, block_byte
             start, count = ranges[i]
             lo, hi = max(start, pos), min(start + count, end)
             part = _real(block[lo - pos:hi - pos], wide)
+            part = part[torch.isfinite(part)]
+            finite += part.numel()
             total += float(torch.dot(part, part))
             if start + count > end:
                 break
@@ -160,4 +166,4 @@ def _sum_squares(loc: TensorLoc, ranges: list[tuple[int, int]], wide, block_byte
         pos = end
         if i >= len(ranges):
             break
-    return total, read
+    return total, finite, read

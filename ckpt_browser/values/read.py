@@ -29,7 +29,7 @@ TORCH_DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
     "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
     "U8": torch.uint8, "U16": torch.uint16, "U32": torch.uint32, "U64": torch.uint64,
-    "BOOL": torch.bool, "C64": torch.complex64, "C128": torch.complex128,
+    "BOOL": torch.bool, "C64": torch.complex64, "C128": torch.complex128, "C32": torch.complex32,
     "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
     "F8_E4M3FNUZ": torch.float8_e4m3fnuz, "F8_E5M2FNUZ": torch.float8_e5m2fnuz,
     "F8_E8M0": torch.float8_e8m0fnu,
@@ -63,10 +63,11 @@ def iter_blocks(loc: TensorLoc, block_bytes: int = BLOCK_BYTES,
     block = max(1, block_bytes // itemsize)
     if loc.numel == 0:
         return
+    if loc.stride is not None:  # a view's piece spans its storage, not numel elements
+        yield from _strided(loc, loc.pieces[0], dtype, itemsize, block, cancel)
+        return
     pieces = [_unwrap(p, loc, itemsize) if _wrapped(p, itemsize) else p for p in loc.pieces]
-    if loc.stride is not None:
-        yield from _strided(loc, pieces[0], dtype, itemsize, block, cancel)
-    elif len(pieces) == 1 and pieces[0].sizes == loc.shape:
+    if len(pieces) == 1 and pieces[0].sizes == loc.shape:
         yield from _stream(pieces[0], 0, loc.numel, dtype, itemsize, block, cancel)
     elif _stacked(loc.shape, pieces):
         _check_tiling(loc, pieces)

@@ -13,7 +13,7 @@ MAX_MARKER = 4096  # `latest` and the Megatron tracker hold one short line
 OTHER = "other"  # role for files that hold no resume state (config, training_args.bin ...)
 
 FRAMEWORKS = ("hf-trainer", "accelerate", "lightning", "torchtitan", "dcp", "deepspeed",
-              "megatron", "safetensors", "unknown")
+              "megatron", "safetensors", "torch", "unknown")
 
 
 @dataclass(frozen=True)

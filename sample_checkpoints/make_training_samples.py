@@ -22,6 +22,13 @@ Samples (name -> folder):
     ``get_optimizer_state_dict(..., flatten_optimizer_state_dict=True)``, ``lr_scheduler``,
     ``dataloader`` (Grain-era state, per-rank ``dp_rank_{r}``) and ``train_state``. torchtitan
     itself is not installed: the state containers are re-created from its source.
+``dcp-ranks``    -> ``dcp-ranks/ranks-2/`` + ``dcp-ranks/ranks-4/``
+    Two REAL ``torch.distributed.checkpoint.save`` checkpoints of exactly the same tensors (a tiny
+    model after 2 AdamW steps, one BF16 weight, vocab 7 so dim 0 splits unevenly), in the
+    torchtitan key layout: ``ranks-2`` from 2 gloo ranks with FSDP2 ``fully_shard`` on a 1-D
+    mesh (chunks split along dim 0), ``ranks-4`` from 4 gloo ranks on a 2x2 ("dp", "tp") mesh
+    with DTensor parameters placed ``[Shard(0), Shard(1)]``, ``[Shard(0), Shard(0)]`` or
+    ``[Shard(0), Replicate()]`` (chunks split along dim 1 too). For resharding tests.
 ``lightning``    -> ``lightning/epoch=0-step=4.ckpt`` + ``lightning/last.ckpt``
     REAL ``lightning.Trainer`` + ``ModelCheckpoint`` run (AdamW + StepLR, 4 steps, stops mid-epoch).
 ``accelerate``   -> ``accelerate-state/step_4/``
@@ -68,6 +75,7 @@ SEED = 1234
 
 FOLDERS = {
     "torchtitan": "torchtitan-run",
+    "dcp-ranks": "dcp-ranks",
     "lightning": "lightning",
     "accelerate": "accelerate-state",
     "deepspeed": "deepspeed-run",
@@ -472,6 +480,281 @@ def verify_torchtitan(out: Path) -> None:
     _check(blobs["dataloader.dp_world_size"] == TT_WORLD, "dp_world_size")
     _check(str(md.storage_meta.checkpoint_id) == f"checkpoint/step-{TT_STEPS}", f"checkpoint_id {md.storage_meta.checkpoint_id}")
     print(f"torchtitan: {len(sdm)} DCP keys, files {files}")
+
+
+# --------------------------------------------------------------------------------------
+# 1b. the same tensors as DCP from 2 ranks (FSDP2) and from 4 ranks (2-D DTensor "dp" x "tp")
+# --------------------------------------------------------------------------------------
+
+DR_STEPS = 2
+DR_VOCAB, DR_DIM, DR_HIDDEN, DR_SEQ, DR_BATCH = 7, 8, 12, 6, 2  # vocab 7: dim 0 splits unevenly
+DR_WORLDS = (2, 4)
+DR_BF16 = "tok_embeddings.weight"
+# ranks-4 placements on the ("dp", "tp") mesh. "Shard(1)" on tp = row-parallel TP weights,
+# "Shard(0)" on tp = column-parallel ones; dp always shards dim 0 (like FSDP).
+DR_PLACEMENTS_4 = {
+    "tok_embeddings.weight": ("S0", "R"),
+    "layers.0.attention.wq.weight": ("S0", "S0"),
+    "layers.0.attention.wo.weight": ("S0", "S1"),
+    "layers.0.feed_forward.w1.weight": ("S0", "S0"),
+    "layers.0.feed_forward.w2.weight": ("S0", "S1"),
+    "norm.weight": ("S0", "R"),
+    "output.weight": ("S0", "S0"),
+}
+
+
+def _dr_model():
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Attention(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.wq = nn.Linear(d, d, bias=False)
+            self.wo = nn.Linear(d, d, bias=False)
+
+        def forward(self, x):  # one head, keys = values = the input (no wk/wv, to stay tiny)
+            return self.wo(F.scaled_dot_product_attention(self.wq(x), x, x, is_causal=True))
+
+    class FeedForward(nn.Module):
+        def __init__(self, d, h):
+            super().__init__()
+            self.w1 = nn.Linear(d, h, bias=False)
+            self.w2 = nn.Linear(h, d, bias=False)
+
+        def forward(self, x):
+            return self.w2(F.silu(self.w1(x)))
+
+    class Block(nn.Module):
+        def __init__(self, d, h):
+            super().__init__()
+            self.attention = Attention(d)
+            self.feed_forward = FeedForward(d, h)
+
+        def forward(self, x):
+            x = x + self.attention(x)
+            return x + self.feed_forward(x)
+
+    class Transformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_embeddings = nn.Embedding(DR_VOCAB, DR_DIM)
+            self.layers = nn.ModuleDict({"0": Block(DR_DIM, DR_HIDDEN)})
+            self.norm = nn.RMSNorm(DR_DIM, eps=1e-5)
+            self.output = nn.Linear(DR_DIM, DR_VOCAB, bias=False)
+
+        def forward(self, tokens):
+            h = self.tok_embeddings(tokens).float()  # the embedding table is bf16
+            return self.output(self.norm(self.layers["0"](h)))
+
+    torch.manual_seed(SEED)
+    model = Transformer()
+    model.tok_embeddings.to(torch.bfloat16)
+    return model
+
+
+def _dr_adamw(params):
+    import torch
+
+    return torch.optim.AdamW(params, lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=False)
+
+
+def _dr_full_states():
+    """Train the unsharded model for DR_STEPS AdamW steps on fixed data. Every rank of both runs
+    executes exactly this (seeded, one thread), so all of them hold the same full states."""
+    import torch
+    import torch.nn.functional as F
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    model = _dr_model()
+    opt = _dr_adamw(model.parameters())
+    g = torch.Generator().manual_seed(SEED)
+    for _ in range(DR_STEPS):
+        tokens = torch.randint(0, DR_VOCAB, (DR_BATCH, DR_SEQ + 1), generator=g)
+        logits = model(tokens[:, :-1])
+        F.cross_entropy(logits.reshape(-1, DR_VOCAB), tokens[:, 1:].reshape(-1)).backward()
+        opt.step()
+        opt.zero_grad()
+    return get_model_state_dict(model), get_optimizer_state_dict(model, opt)
+
+
+def _dr_worker(rank: int, world: int, port: int) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    import torch.nn as nn
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    _deterministic_torch()
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    full_model_sd, full_optim_sd = _dr_full_states()
+
+    model = _dr_model()
+    if world == 2:
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp_shard",))
+        fully_shard(model.tok_embeddings, mesh=mesh)  # own group: FSDP2 wants one dtype per group
+        fully_shard(model.layers["0"], mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    else:
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        kinds = {"S0": Shard(0), "S1": Shard(1), "R": Replicate()}
+        for fqn, kind in DR_PLACEMENTS_4.items():
+            owner_name, _, pname = fqn.rpartition(".")
+            owner = model.get_submodule(owner_name)
+            placements = [kinds[k] for k in kind]
+            dt = distribute_tensor(getattr(owner, pname).detach(), mesh, placements)
+            owner.register_parameter(pname, nn.Parameter(dt))
+    opt = _dr_adamw(model.parameters())
+    full = StateDictOptions(full_state_dict=True)
+    set_model_state_dict(model, full_model_sd, options=full)
+    set_optimizer_state_dict(model, opt, full_optim_sd, options=full)
+
+    # torchtitan layout (as in the torchtitan sample): model FQNs at top level, flat optimizer.
+    state = dict(get_model_state_dict(model))
+    state["optimizer"] = get_optimizer_state_dict(
+        model, opt, options=StateDictOptions(flatten_optimizer_state_dict=True)
+    )
+    dcp.save(state, checkpoint_id=f"ranks-{world}")
+    dist.barrier()
+    dist.destroy_process_group()
+    # All files are written and closed. About 1 spawn in 40 (torch 2.13 gloo, CPU) then dies at
+    # interpreter exit with "terminate called without an active exception" (SIGABRT, no Python
+    # frame, after this function returned), which makes mp.spawn raise. Skip that teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def build_dcp_ranks(out: Path) -> None:
+    import torch.multiprocessing as mp
+
+    out.mkdir()
+    os.chdir(out)  # checkpoint_id is relative: StorageMeta.checkpoint_id == 'ranks-2' / 'ranks-4'
+    for world in DR_WORLDS:
+        mp.spawn(_dr_worker, args=(world, _free_port()), nprocs=world, join=True)
+    os.chdir(HERE)
+    verify_dcp_ranks(out)
+
+
+def _dr_flatten(d, prefix: str = "") -> dict:
+    flat = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            flat.update(_dr_flatten(v, key + "."))
+        else:
+            flat[key] = v
+    return flat
+
+
+def _dr_layout(md) -> dict:
+    """{fqn: (dtype, size, sorted chunks as ((offsets), (sizes)))} of the tensor items."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    return {
+        k: (
+            v.properties.dtype,
+            tuple(v.size),
+            sorted((tuple(c.offsets), tuple(c.sizes)) for c in v.chunks),
+        )
+        for k, v in md.state_dict_metadata.items()
+        if isinstance(v, TensorStorageMetadata)
+    }
+
+
+def verify_dcp_ranks(out: Path) -> None:
+    import tempfile
+
+    import torch
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    mds, layouts, files, loaded = {}, {}, {}, {}
+    for world in DR_WORLDS:
+        ck = out / f"ranks-{world}"
+        files[world] = sorted(p.name for p in ck.iterdir())
+        _check(".metadata" in files[world], f"no .metadata in {ck}: {files[world]}")
+        mds[world] = FileSystemReader(str(ck)).read_metadata()  # plain pickle: our own fresh file
+        layouts[world] = _dr_layout(mds[world])
+        _check(str(mds[world].storage_meta.checkpoint_id) == f"ranks-{world}", f"checkpoint_id of {ck}")
+    distcp = {w: [f for f in files[w] if f.endswith(".distcp")] for w in DR_WORLDS}
+    _check(distcp[2] == ["__0_0.distcp", "__1_0.distcp"], f"ranks-2 files {distcp[2]}")
+    _check(distcp[4] == [f"__{r}_0.distcp" for r in range(4)], f"ranks-4 files {distcp[4]}")
+    _check(len(distcp[2]) != len(distcp[4]), "same number of .distcp files")
+
+    keys2, keys4 = set(mds[2].state_dict_metadata), set(mds[4].state_dict_metadata)
+    _check(keys2 == keys4, f"DCP keys differ: {sorted(keys2 ^ keys4)}")
+    _check(not any(k.startswith("model.") for k in keys2), "model keys must have no 'model.' prefix")
+    params = list(DR_PLACEMENTS_4)
+    for fqn in params:
+        for key in (fqn, f"optimizer.state.{fqn}.exp_avg", f"optimizer.state.{fqn}.exp_avg_sq",
+                    f"optimizer.state.{fqn}.step", f"optimizer.param_groups.{fqn}.lr"):
+            _check(key in keys2, f"DCP key {key} missing")
+    for world in DR_WORLDS:
+        lay = layouts[world]
+        _check(set(lay) == set(layouts[2]), "tensor keys differ")
+        for fqn in (DR_BF16, f"optimizer.state.{DR_BF16}.exp_avg"):
+            _check(lay[fqn][0] == torch.bfloat16, f"ranks-{world} {fqn} is {lay[fqn][0]}")
+        for key, (dtype, size, chunks) in lay.items():
+            _check((dtype, size) == layouts[2][key][:2], f"{key}: dtype/size differ between runs")
+            _check(sum(torch.Size(s).numel() for _, s in chunks) == torch.Size(size).numel(),
+                   f"ranks-{world} {key}: chunks do not tile the tensor")
+        # uneven dim-0 chunks (vocab 7 over 2 and 4 ranks)
+        for fqn in ("tok_embeddings.weight", "output.weight"):
+            rows = [s[0] for _, s in lay[fqn][2]]
+            _check(len(set(rows)) > 1, f"ranks-{world} {fqn} rows {rows} are even")
+    # ranks-2: FSDP2 splits dim 0 only, 2 chunks; ranks-4: some tensors also split along dim 1
+    for fqn in params:
+        chunks = layouts[2][fqn][2]
+        _check(len(chunks) == 2 and all(o[1:] == (0,) * (len(o) - 1) for o, _ in chunks),
+               f"ranks-2 {fqn} chunks {chunks}")
+    dim1 = [k for k, (_, _, ch) in layouts[4].items() if any(len(o) > 1 and o[1] > 0 for o, _ in ch)]
+    _check({"layers.0.attention.wo.weight", "layers.0.feed_forward.w2.weight"} <= set(dim1),
+           f"ranks-4 tensors split along dim 1: {dim1}")
+    _check(len(layouts[4]["output.weight"][2]) == 4, "ranks-4 output.weight must have 4 chunks")
+
+    # the same values: convert both with DCP's own dcp_to_torch_save (outside sample_checkpoints)
+    with tempfile.TemporaryDirectory(prefix="dcp-ranks-verify-") as tmp:
+        for world in DR_WORLDS:
+            dst = Path(tmp) / f"ranks-{world}.pt"
+            dcp_to_torch_save(str(out / f"ranks-{world}"), str(dst))
+            loaded[world] = _dr_flatten(torch.load(dst, weights_only=True, map_location="cpu"))
+    a, b = loaded[2], loaded[4]
+    ntensors = sum(isinstance(v, torch.Tensor) for v in a.values())
+    _check(set(a) == set(b) == keys2, f"converted keys differ: {sorted(set(a) ^ set(b))}")
+    for k in sorted(a):
+        if isinstance(a[k], torch.Tensor):
+            _check(isinstance(b[k], torch.Tensor) and a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]),
+                   f"{k} differs between ranks-2 and ranks-4")
+        else:
+            _check(type(a[k]) is type(b[k]) and a[k] == b[k], f"{k}: {a[k]!r} != {b[k]!r}")
+    # ... and they are the states of the unsharded reference run (recomputed here)
+    _deterministic_torch()
+    ref_model, ref_optim = _dr_full_states()
+    ref = dict(ref_model)
+    for fqn, st in ref_optim["state"].items():
+        ref.update({f"optimizer.state.{fqn}.{name}": v for name, v in st.items()})
+    _check(len(ref) == ntensors, f"{len(ref)} reference tensors, {ntensors} in the checkpoints")
+    for k, v in ref.items():
+        _check(a[k].dtype == v.dtype and torch.equal(a[k], v), f"{k} differs from the unsharded run")
+    _check(all(float(a[f"optimizer.state.{p}.step"]) == DR_STEPS for p in params), "optimizer step")
+    _check(all(a[f"optimizer.state.{p}.exp_avg"].abs().sum() > 0 for p in params), "exp_avg is zero")
+    for world in DR_WORLDS:
+        nchunks = sum(len(ch) for _, _, ch in layouts[world].values())
+        print(f"dcp-ranks/ranks-{world}: {len(keys2)} DCP keys ({len(layouts[world])} tensors, "
+              f"{nchunks} chunks), files {files[world]}")
+    print(f"dcp-ranks: {len(a)} values equal in both ({ntensors} tensors via torch.equal); "
+          f"split along dim 1 in ranks-4: {sorted(dim1)}")
 
 
 # --------------------------------------------------------------------------------------
@@ -1117,6 +1400,7 @@ def verify_malicious(out: Path) -> None:
 
 BUILDERS = {
     "torchtitan": build_torchtitan,
+    "dcp-ranks": build_dcp_ranks,
     "lightning": build_lightning,
     "accelerate": build_accelerate,
     "deepspeed": build_deepspeed,

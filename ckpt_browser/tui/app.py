@@ -33,7 +33,7 @@ class BrowserApp(App[int]):
     TITLE = "ckpt-browser"
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
-        Binding("escape", "clear_filter", "Clear", show=False),
+        Binding("escape", "cancel_or_clear", "Clear", show=False),
         Binding("m", "toggle_view", "View"),
         Binding("t", "training_view", "State"),
         Binding("r", "resume", "Resume?"),
@@ -41,6 +41,7 @@ class BrowserApp(App[int]):
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
         Binding("z", "quiz", "Quiz"),
+        Binding("v", "values", "Values"),  # after Quit (and Quiz): "q Quit" shows at 80 columns
         Binding("c", "timeline", "Checkpoints"),  # last: at 80 columns "q Quit" must still show
     ]
 
@@ -242,6 +243,11 @@ class BrowserApp(App[int]):
     def _filter_done(self) -> None:
         self._tree.focus()
 
+    def action_cancel_or_clear(self) -> None:
+        """Esc: stop a running values read first; otherwise clear the filter."""
+        if not self.query_one(Details).values.cancel():
+            self.action_clear_filter()
+
     def action_clear_filter(self) -> None:
         field = self.query_one("#filter", Input)
         self.screen.remove_class("-filtering")
@@ -261,6 +267,15 @@ class BrowserApp(App[int]):
 
     def action_training_view(self) -> None:
         self._set_mode("shard" if self._tree.mode == "state" else "state")
+
+    def action_values(self) -> None:
+        # The tree's cursor, not the details' node: keys typed ahead ("down", "v") can arrive
+        # before the details have heard of the move.
+        node = self._tree.cursor_node
+        self.query_one(Details).values.start(node.data if node is not None else None)
+
+    def action_cancel_values(self) -> None:
+        self.query_one(Details).values.cancel()
 
     def action_resume(self) -> None:
         report = self.state.resume
@@ -323,6 +338,11 @@ class BrowserApp(App[int]):
         yield SystemCommand("Filter names", "Substring or glob over tensor names (/)",
                             self.action_filter)
         yield SystemCommand("Clear filter", "Show every tensor again (Esc)", self.action_clear_filter)
+        yield SystemCommand("Values", "Min, max, mean, std, NaN/Inf and a histogram of the "
+                            "highlighted tensor; reads its bytes (v)", self.action_values)
+        if self.query_one(Details).values.running:
+            yield SystemCommand("Cancel values", "Stop reading the tensor's values (Esc)",
+                                self.action_cancel_values)
         yield SystemCommand("Show problems", "Every problem found, by file (p)", self.action_problems)
         yield SystemCommand("Resume check", "Verdict, components and findings (r)",
                             self.action_resume)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from ckpt_browser.values.locate import TensorLoc
-from ckpt_browser.values.read import BLOCK_BYTES, ValuesError, iter_blocks
+from ckpt_browser.values.read import BLOCK_BYTES, ValuesError, iter_blocks, iter_raw
 
 WIDE = ("F64", "I64", "U64", "I32", "U32", "C128")  # measured in float64, not float32
 
@@ -47,11 +47,11 @@ def compare(a: TensorLoc, b: TensorLoc, rtol: float = 0.0, atol: float = 0.0,
     equal_ranges: list[tuple[int, int]] = []
     pos = 0
     read = 0
-    for x, y in _aligned(iter_blocks(a, block_bytes, cancel), iter_blocks(b, block_bytes, cancel),
-                         a, b):
+    for (ra, x), (rb, y) in _aligned(iter_raw(a, block_bytes, cancel),
+                                     iter_raw(b, block_bytes, cancel), a, b):
         k = x.numel()
         read += k * (x.element_size() + y.element_size())
-        if same_dtype and torch.equal(_bytes(x), _bytes(y)):
+        if same_dtype and _same_bytes(ra, x, rb, y):
             equal_ranges.append((pos, k))
         else:
             acc.add(_real(x, wide), _real(y, wide), rtol, atol)
@@ -117,8 +117,12 @@ class _Sums:
                          self.nonfinite, compared, read)
 
 
-def _bytes(x: torch.Tensor) -> torch.Tensor:
-    return x.contiguous().view(torch.uint8) if x.dtype != torch.uint8 else x
+def _same_bytes(ra, x: torch.Tensor, rb, y: torch.Tensor) -> bool:
+    if ra is not None and rb is not None:
+        if type(ra) is bytearray and type(rb) is bytearray:
+            return ra == rb  # memcmp, no copy
+        return bytes(ra) == bytes(rb)
+    return torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8))
 
 
 def _real(x: torch.Tensor, wide: torch.dtype) -> torch.Tensor:
@@ -127,22 +131,34 @@ def _real(x: torch.Tensor, wide: torch.dtype) -> torch.Tensor:
     return x.to(wide)
 
 
-def _aligned(ia: Iterator[torch.Tensor], ib: Iterator[torch.Tensor], a: TensorLoc,
-             b: TensorLoc) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def _aligned(ia, ib, a: TensorLoc, b: TensorLoc):
+    """Pairs of (raw bytes or None, block) cut to the same element ranges on both sides."""
     x = y = None
     while True:
-        if x is None or not x.numel():
+        if x is None or not x[1].numel():
             x = next(ia, None)
-        if y is None or not y.numel():
+        if y is None or not y[1].numel():
             y = next(ib, None)
         if x is None or y is None:
             if x is not None or y is not None:
                 short = a if x is None else b
                 raise ValuesError(f"{short.file}: {short.name}: fewer elements than its shape")
             return
-        k = min(x.numel(), y.numel())
-        yield x[:k], y[:k]
-        x, y = x[k:], y[k:]
+        k = min(x[1].numel(), y[1].numel())
+        if k == x[1].numel() and k == y[1].numel():
+            yield x, y
+            x = y = None
+            continue
+        yield _cut(x, 0, k), _cut(y, 0, k)
+        x, y = _cut(x, k, None), _cut(y, k, None)
+
+
+def _cut(block, start: int, stop: int | None):
+    raw, t = block
+    size = t.element_size()
+    if raw is not None:
+        raw = memoryview(raw)[start * size:None if stop is None else stop * size]
+    return raw, t[start:stop]
 
 
 def _sum_squares(loc: TensorLoc, ranges: list[tuple[int, int]], wide, block_bytes: int,

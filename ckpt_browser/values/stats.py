@@ -49,11 +49,11 @@ class Stats:
         return self.zeros / self.numel if self.numel else None
 
 
-def as_real(x: torch.Tensor) -> torch.Tensor:
-    """Float64 view of a block; complex values count as their real and imaginary parts."""
+def as_real(x: torch.Tensor, wide: torch.dtype = torch.float64) -> torch.Tensor:
+    """A float view of a block; complex values count as their real and imaginary parts."""
     if x.is_complex():
         x = torch.view_as_real(x).reshape(-1)
-    return x.to(torch.float64)
+    return x if x.dtype == wide else x.to(wide)
 
 
 def tensor_stats(loc: TensorLoc, cancel: threading.Event | None = None,
@@ -64,43 +64,64 @@ def tensor_stats(loc: TensorLoc, cancel: threading.Event | None = None,
     if loc.dtype in ("C64", "C128", "C32"):
         out.note = "complex: counted as real and imaginary parts"
     hist = _Hist(bins * FINE)
-    n, mean, m2 = 0, 0.0, 0.0
-    lo = hi = None
+    moments = _Moments()
     done = 0
     for block in iter_blocks(loc, block_bytes, cancel):
         out.bytes_read += block.numel() * block.element_size()
         if len(out.preview) < PREVIEW:
             out.preview.extend(block[:PREVIEW - len(out.preview)].tolist())
-        x = as_real(block)
-        out.zeros += int((x == 0).sum()) if not block.is_complex() else int((block == 0).sum())
-        finite = torch.isfinite(x)
-        if not bool(finite.all()):
-            out.nan += int(torch.isnan(x).sum())
-            out.inf += int(torch.isinf(x).sum())
-            x = x[finite]
-        k = x.numel()
-        if k:
-            bmin, bmax = float(x.min()), float(x.max())
-            lo = bmin if lo is None else min(lo, bmin)
-            hi = bmax if hi is None else max(hi, bmax)
-            bmean = float(x.mean())
-            bm2 = float(((x - bmean) ** 2).sum())
-            delta = bmean - mean
-            total = n + k
-            mean += delta * k / total
-            m2 += bm2 + delta * delta * n * k / total
-            n = total
+        x = as_real(block)  # float64: converting costs less than one reduction
+        out.zeros += (int((block == 0).sum()) if block.is_complex()
+                      else x.numel() - int(torch.count_nonzero(x)))
+        x, bmin, bmax = _finite(x, out)
+        if x.numel():
+            moments.add(x, bmin, bmax)
             hist.add(x, bmin, bmax)
         done += block.numel()
         if progress:
             progress(done, loc.numel)
-    out.finite = n
+    n = out.finite = moments.n
     if n:
-        out.min, out.max, out.mean = lo, hi, mean
-        out.std = math.sqrt(m2 / (n - 1)) if n > 1 else None
-        out.abs_max = max(abs(lo), abs(hi))
+        out.min, out.max, out.mean = moments.lo, moments.hi, moments.mean
+        out.std = math.sqrt(moments.m2 / (n - 1)) if n > 1 else None
+        out.abs_max = max(abs(moments.lo), abs(moments.hi))
         out.hist, out.hist_range = hist.result(bins)
     return out
+
+
+def _finite(x: torch.Tensor, out: Stats) -> tuple[torch.Tensor, float, float]:
+    """The block's finite values and their range; NaN and Inf are counted into `out`.
+    aminmax propagates NaN and shows Inf, so an all-finite block costs one pass."""
+    bmin, bmax = (float(v) for v in torch.aminmax(x))
+    if math.isfinite(bmin) and math.isfinite(bmax):
+        return x, bmin, bmax
+    out.nan += int(torch.isnan(x).sum())
+    out.inf += int(torch.isinf(x).sum())
+    x = x[torch.isfinite(x)]
+    if not x.numel():
+        return x, 0.0, 0.0
+    bmin, bmax = (float(v) for v in torch.aminmax(x))
+    return x, bmin, bmax
+
+
+class _Moments:
+    """Count, range, mean and sum of squared deviations, merged block by block (Chan)."""
+
+    def __init__(self):
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+        self.lo = self.hi = None
+
+    def add(self, x: torch.Tensor, bmin: float, bmax: float) -> None:
+        k = x.numel()
+        self.lo = bmin if self.lo is None else min(self.lo, bmin)
+        self.hi = bmax if self.hi is None else max(self.hi, bmax)
+        var, bmean = torch.var_mean(x, correction=0)
+        bmean, bm2 = float(bmean), float(var) * k
+        delta = bmean - self.mean
+        total = self.n + k
+        self.mean += delta * k / total
+        self.m2 += bm2 + delta * delta * self.n * k / total
+        self.n = total
 
 
 class _Hist:
@@ -126,8 +147,13 @@ class _Hist:
             merged = self.counts.view(-1, 2).sum(1)
             self.counts = torch.cat([merged, torch.zeros_like(merged)])
             self.width *= 2
-        idx = ((x - self.lo) / self.width).floor().clamp_(0, self.bins - 1).to(torch.int64)
-        self.counts += torch.bincount(idx, minlength=self.bins)
+        top = self.lo + self.bins * self.width
+        counts = torch.histc(x, self.bins, self.lo, top).to(torch.int64)
+        if int(counts.sum()) != x.numel():  # an edge rounded in x's precision: count exactly
+            x = x.to(torch.float64)
+            idx = ((x - self.lo) / self.width).floor().clamp_(0, self.bins - 1).to(torch.int64)
+            counts = torch.bincount(idx, minlength=self.bins)
+        self.counts += counts
 
     def result(self, bins: int) -> tuple[list[int], tuple[float, float]]:
         """At most `bins` bins over the occupied part of the range."""

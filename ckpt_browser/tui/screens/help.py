@@ -17,7 +17,8 @@ KEYS = [
     ("r", "resume check: the verdict, the seven components, findings (Enter shows the file)"),
     ("c", "another checkpoint of the same folder (when opened on a folder of them)"),
     ("/", "filter tensor names (substring, or glob such as layers.*.q_proj*)"),
-    ("escape", "clear the filter / close this window"),
+    ("v", "values of the highlighted tensor: min, max, mean, std, NaN/Inf, zeros, histogram"),
+    ("escape", "stop reading values / clear the filter / close this window"),
     ("p", "list every problem found"),
     ("tab", "move focus between the tree and the details"),
     ("ctrl+p", "command palette: every action by name"),
@@ -39,5 +40,5 @@ class HelpScreen(ModalScreen[None]):
             table.add_row(key, what)
         with VerticalScroll(id="help-box", classes="modal-box"):
             yield Static(table)
-            yield Static("Nothing here reads tensor bytes or runs code from the checkpoint.",
-                         classes="dim-note")
+            yield Static("Only v reads tensor bytes (one tensor, in blocks). Nothing here runs "
+                         "code from the checkpoint.", classes="dim-note")

@@ -15,6 +15,7 @@ from ckpt_browser.report.text import count, size
 from ckpt_browser.tui.state import BrowseState
 from ckpt_browser.tui.refs import Ref
 from ckpt_browser.tui.state_details import STATE_KINDS, state_details
+from ckpt_browser.tui.widgets.values import ValuesPanel
 
 
 def _kv(rows) -> Table:
@@ -113,7 +114,13 @@ class Details(VerticalScroll, can_focus=True):
 
     def compose(self):
         yield Static(id="details-body")
+        yield ValuesPanel(id="values")  # `v`: the tensor's values, under its details
+
+    @property
+    def values(self) -> ValuesPanel:
+        return self.query_one(ValuesPanel)
 
     def show(self, ref: Ref | None) -> None:
         self.ref = ref
         self.query_one("#details-body", Static).update(render(self.state, ref))
+        self.values.show(self.state, ref)

@@ -1,0 +1,39 @@
+"""Messages from the diff workers to the app (small dataclasses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from ckpt_browser.values.diff import DiffResult
+
+
+@dataclass
+class DiffLoaded(Message):
+    """Names paired, statuses set, the training state compared."""
+
+    result: DiffResult
+
+
+@dataclass
+class CompareProgress(Message):
+    """Bytes of tensor values read so far; a newer one replaces a queued one."""
+
+    done: int
+    total: int
+    name: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, CompareProgress)
+
+
+@dataclass
+class CompareDone(Message):
+    """A values comparison ended: finished, cancelled, or failed (`error`)."""
+
+    compared: int  # tensors with values now
+    todo: int  # tensors the run set out to compare
+    cancelled: bool = False
+    error: str | None = None
+    state: dict | None = None  # the training state compared again, knowing which weights moved

@@ -1,0 +1,98 @@
+"""How a tensor's values look under its details: the statistics as a key/value grid and a
+histogram of block characters, readable without colour.
+
+Plain Python (Rich, no Textual), like state_details.py.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from ckpt_browser.report.escape import printable
+from ckpt_browser.report.text import size
+
+HIST_ROWS = 3  # lines of the histogram: 24 heights per bar
+
+
+def _num(x) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,}" if isinstance(x, int) else f"{x:.6g}"
+
+
+def _short(v) -> str:
+    if isinstance(v, complex):
+        return f"{v.real:.3g}{v.imag:+.3g}j"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _fraction(part: int, whole: int) -> str:
+    if not whole:
+        return "-"
+    pct = 100 * part / whole
+    return f"{'<0.01' if 0 < pct < 0.01 else f'{pct:.2f}'}% ({part:,})"
+
+
+class Histogram:
+    """Bars of block characters, HIST_ROWS lines tall, at most one column per bin (adjacent bins
+    add up when the pane is narrower); an empty bin is blank, any other at least one step.
+    The range's edges are printed under the first and last bar."""
+
+    BARS = "▁▂▃▄▅▆▇█"
+
+    def __init__(self, counts: list[int], lo: float, hi: float, rows: int = HIST_ROWS) -> None:
+        self.counts, self.lo, self.hi, self.rows = counts, lo, hi, rows
+
+    def bins(self, width: int) -> list[int]:
+        group = -(-len(self.counts) // max(width, 1))
+        return [sum(self.counts[i:i + group]) for i in range(0, len(self.counts), group)]
+
+    def lines(self, width: int) -> list[str]:
+        bins = self.bins(width)
+        top = max(bins, default=0) or 1
+        steps = len(self.BARS) * self.rows
+        heights = [max(1, round(c / top * steps)) if c else 0 for c in bins]
+        out = []
+        for row in reversed(range(self.rows)):
+            cells = [h - row * len(self.BARS) for h in heights]
+            out.append("".join(" " if n <= 0 else self.BARS[min(n, len(self.BARS)) - 1]
+                               for n in cells))
+        lo, hi = _num(self.lo), _num(self.hi)
+        gap = len(bins) - len(lo) - len(hi)
+        out.append(lo + " " * gap + hi if gap >= 2 else f"{lo} to {hi}")
+        return out
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in self.lines(options.max_width):
+            yield Text(line, no_wrap=True, overflow="fold")
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(1, min(len(self.counts), options.max_width))
+
+
+def render_stats(stats) -> Group:
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    rows = [("min", _num(stats.min)), ("max", _num(stats.max)), ("mean", _num(stats.mean)),
+            ("std", _num(stats.std)), ("abs max", _num(stats.abs_max)),
+            ("NaN", f"{stats.nan:,}"), ("Inf", f"{stats.inf:,}"),
+            ("zeros", _fraction(stats.zeros, stats.numel)),
+            ("finite", f"{stats.finite:,} of {stats.numel:,}"),
+            ("read", f"{size(stats.bytes_read)} ({stats.bytes_read:,} B)")]
+    for k, v in rows:
+        table.add_row(k, printable(v))
+    # A paragraph, not a table cell: a narrow pane wraps it over a few full-width lines.
+    preview = Text.assemble((f"first {len(stats.preview)}:", "bold"), " ",
+                            printable(", ".join(map(_short, stats.preview)) or "-"))
+    parts = [Text("values", style="bold underline"), table, preview]
+    if stats.note:
+        parts.append(Text(printable(stats.note)))
+    if stats.hist and stats.hist_range:
+        parts += [Text(""), Text.assemble(("histogram", "bold"),
+                                          f" of finite values (tallest bar {max(stats.hist):,})"),
+                  Histogram(stats.hist, *stats.hist_range)]
+    return Group(*parts)

@@ -1,0 +1,233 @@
+"""`v`: a tensor's values, under its details. A worker reads the bytes in blocks and reports
+progress; handlers show a progress bar, then the statistics (values_details.py draws them).
+Results stay for the session; Esc cancels a running read."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on, work
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import ProgressBar, Static
+from textual.worker import Worker, WorkerState
+
+from ckpt_browser.report.escape import printable
+from ckpt_browser.report.text import count
+from ckpt_browser.tui.refs import Ref
+from ckpt_browser.tui.state import BrowseState
+from ckpt_browser.tui.values_details import render_stats
+from ckpt_browser.tui.values_session import (StatsJob, ValuesSession, not_a_tensor,
+                                             tensor_key)
+
+PROGRESS_EVERY = 0.1  # seconds between progress messages: at most ~10 a second
+
+
+# -- messages from the worker --------------------------------------------------------------
+@dataclass
+class StatsProgress(Message):
+    job: StatsJob
+    done: int  # elements read
+    total: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StatsProgress) and message.job is self.job
+
+
+@dataclass
+class StatsDone(Message):
+    job: StatsJob
+    stats: object  # values.stats.Stats
+
+
+@dataclass
+class StatsFailed(Message):
+    job: StatsJob
+    error: str  # names the file and the problem
+
+
+@dataclass
+class StatsCancelled(Message):
+    job: StatsJob
+
+
+# -- the panel -----------------------------------------------------------------------------
+class ValuesPanel(Vertical):
+    """Lives in the details pane, under the highlighted node's details."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.session: ValuesSession | None = None
+        self.ref: Ref | None = None
+        self._worker: Worker | None = None
+        self._pinned = False  # keep the values scrolled into view (after `v`)
+
+    def compose(self):
+        yield Static(id="values-status")
+        yield ProgressBar(show_eta=False, id="values-progress")
+        yield Static(id="values-result")
+
+    def on_unmount(self) -> None:
+        if self.session is not None and self.session.job is not None:
+            self.session.job.cancel.set()  # quitting mid-read: the worker stops at its next block
+
+    def show(self, state: BrowseState, ref: Ref | None) -> None:
+        """The details pane shows `ref` now (of `state`: another checkpoint starts afresh)."""
+        if self.session is None or self.session.state is not state:
+            self.cancel()
+            self.session = ValuesSession(state)
+        if tensor_key(ref) != tensor_key(self.ref):
+            self._pinned = False  # another node: its details start at the top as usual
+        self.ref = ref
+        self._refresh()
+
+    # -- actions ----------------------------------------------------------------------------
+    def start(self, ref: Ref | None) -> None:
+        """`v`: compute a tensor's values, unless known or being computed."""
+        key = tensor_key(ref)
+        session = self.session
+        if key is None or session is None:
+            self.notify(not_a_tensor(ref), title="Values", timeout=5)
+            return
+        if key not in session.results and (session.job is None or session.job.key != key):
+            if session.job is not None:
+                session.job.cancel.set()  # one read at a time: the newest wins
+            session.notes.pop(key, None)
+            session.job = StatsJob(key, key[2])
+            self._worker = self.compute(session, session.job)
+            self._refresh()
+        self._reveal()
+
+    def cancel(self) -> bool:
+        """Esc: stop the running read; False when nothing runs."""
+        job = self.session.job if self.session is not None else None
+        if job is None:
+            return False
+        job.cancel.set()
+        self._show_progress()
+        return True
+
+    def _reveal(self) -> None:
+        """Scroll the details so the values start at the top, and keep them there while they
+        settle: showing them may add the pane's scrollbar, which rewraps the text above."""
+        self._pinned = True
+        self.call_after_refresh(self._scroll_to_top)
+
+    def on_resize(self) -> None:
+        if self._pinned:
+            self.call_after_refresh(self._scroll_to_top)
+
+    def _scroll_to_top(self) -> None:
+        self.scroll_visible(animate=False, top=True, immediate=True)
+
+    @property
+    def running(self) -> bool:
+        return self.session is not None and self.session.job is not None
+
+    # -- the worker computes ----------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="values")
+    def compute(self, session: ValuesSession, job: StatsJob) -> None:
+        from ckpt_browser.values.read import Cancelled, ValuesError
+        from ckpt_browser.values.stats import tensor_stats
+
+        last = 0.0
+
+        def progress(done: int, total: int) -> None:
+            nonlocal last
+            now = time.monotonic()
+            if done >= total or now - last >= PROGRESS_EVERY:
+                last = now
+                self.post_message(StatsProgress(job, done, total))
+
+        try:
+            stats = tensor_stats(session.locate(job.key), job.cancel, progress)
+        except Cancelled:
+            self.post_message(StatsCancelled(job))
+        except ValuesError as e:
+            self.post_message(StatsFailed(job, str(e)))
+        else:
+            self.post_message(StatsDone(job, stats))
+
+    # -- handlers mutate ----------------------------------------------------------------------
+    def _current(self, job: StatsJob) -> bool:
+        """Whether a message is about the running job (not a replaced one, nor another
+        checkpoint's)."""
+        return self.session is not None and self.session.job is job
+
+    def _end(self, job: StatsJob, note: str | None = None) -> None:
+        self.session.job = None
+        if note is not None:
+            self.session.notes[job.key] = note
+        self._refresh()
+        if tensor_key(self.ref) == job.key:
+            self._reveal()
+
+    @on(StatsProgress)
+    def _progress(self, message: StatsProgress) -> None:
+        if self._current(message.job):
+            message.job.done, message.job.total = message.done, message.total
+            self._show_progress()
+
+    @on(StatsDone)
+    def _done(self, message: StatsDone) -> None:
+        if self._current(message.job):
+            self.session.results[message.job.key] = message.stats
+            self._end(message.job)
+
+    @on(StatsCancelled)
+    def _cancelled(self, message: StatsCancelled) -> None:
+        if self._current(message.job):
+            self._end(message.job, "values: cancelled (press v to read again)")
+            self.notify(printable(f"{message.job.name}: cancelled"), title="Values", timeout=4)
+
+    @on(StatsFailed)
+    def _failed(self, message: StatsFailed) -> None:
+        if self._current(message.job):
+            self._fail(message.job, message.error)
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """A bug, not an unreadable file: still a message, and the app keeps running."""
+        job = self.session.job if self.session is not None else None
+        if event.state == WorkerState.ERROR and event.worker is self._worker and job is not None:
+            self._fail(job, f"{type(event.worker.error).__name__}: {event.worker.error}")
+
+    def _fail(self, job: StatsJob, error: str) -> None:
+        self._end(job, f"values: cannot be read: {error}")
+        self.notify(printable(error), title="Cannot read values", severity="error", timeout=10)
+
+    # -- looks --------------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        session, key = self.session, tensor_key(self.ref)
+        stats = session.results.get(key) if session and key else None
+        note = session.notes.get(key) if session and key else None
+        self.set_class(self.running, "-running")
+        self.set_class(stats is not None, "-result")
+        if stats is not None:
+            self.query_one("#values-result", Static).update(render_stats(stats))
+        if self.running:
+            self._show_progress()
+        else:
+            self.set_class(bool(note), "-status")
+            self.query_one("#values-status", Static).update(Text(printable(note or "")))
+
+    def _show_progress(self) -> None:
+        job = self.session.job
+        if job is None:
+            return
+        mine = tensor_key(self.ref) == job.key
+        what = "values" if mine else f"values of {job.name}"
+        if job.cancel.is_set():
+            line = f"{what}: cancelling…"
+        elif job.total:
+            line = f"{what}: {count(job.done)} of {count(job.total)} elements (Esc cancels)"
+        else:
+            line = f"{what}: starting… (Esc cancels)"
+        self.set_class(True, "-status")
+        self.query_one("#values-status", Static).update(Text(printable(line)))
+        if job.total:
+            self.query_one(ProgressBar).update(total=job.total, progress=job.done)
+        else:
+            self.query_one(ProgressBar).update(total=None, progress=0)

@@ -1,9 +1,10 @@
 """Compare two tensors of the same shape, block by block, wherever their bytes live.
 
-Both sides stream in row-major order (`iter_blocks`); blocks are re-aligned so a DCP tensor in
+Both sides stream in row-major order (`iter_raw`); blocks are re-aligned so a DCP tensor in
 4 chunks compares against the same tensor in 2 chunks or in one safetensors file. Blocks whose
-bytes are identical cost a memcmp; only blocks that differ are converted and measured. Metrics
-are computed on elements finite on both sides; NaN/Inf that differ are counted separately.
+bytes are identical cost a memcmp; only blocks that differ are converted (to float64) and
+measured. Metrics are computed on elements finite on both sides; NaN/Inf that differ are
+counted separately.
 """
 
 from __future__ import annotations
@@ -13,12 +14,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
+import numpy as np
 
 from ckpt_browser.values.locate import TensorLoc
-from ckpt_browser.values.read import BLOCK_BYTES, ValuesError, iter_blocks, iter_raw
-
-WIDE = ("F64", "I64", "U64", "I32", "U32", "C128")  # measured in float64, not float32
+from ckpt_browser.values.read import BLOCK_BYTES, ValuesError, as_float, iter_raw
 
 
 @dataclass
@@ -42,27 +41,26 @@ def compare(a: TensorLoc, b: TensorLoc, rtol: float = 0.0, atol: float = 0.0,
     if a.numel != b.numel:
         raise ValuesError(f"{a.name}: {a.numel:,} elements against {b.numel:,}")
     same_dtype = a.dtype == b.dtype
-    wide = torch.float64 if a.dtype in WIDE or b.dtype in WIDE else torch.float32
     acc = _Sums()
     equal_ranges: list[tuple[int, int]] = []
     pos = 0
     read = 0
     for (ra, x), (rb, y) in _aligned(iter_raw(a, block_bytes, cancel),
                                      iter_raw(b, block_bytes, cancel), a, b):
-        k = x.numel()
-        read += k * (x.element_size() + y.element_size())
+        k = x.size
+        read += x.nbytes + y.nbytes
         if same_dtype and _same_bytes(ra, x, rb, y):
             equal_ranges.append((pos, k))
         else:
-            acc.add(_real(x, wide), _real(y, wide), rtol, atol)
+            with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf are counted instead
+                acc.add(as_float(x, a.dtype), as_float(y, b.dtype), rtol, atol)
         pos += k
         if progress:
             progress(pos, a.numel)
-    bitwise = same_dtype and acc.measured == 0
-    if bitwise:
+    if same_dtype and acc.measured == 0:
         return ValueDiff(True, True, 0.0, 0.0, 0.0, 1.0, 0, pos, read)
     if equal_ranges:  # identical stretches still count toward the norms and the mean
-        shared, finite, extra = _sum_squares(a, equal_ranges, wide, block_bytes, cancel)
+        shared, finite, extra = _sum_squares(a, equal_ranges, block_bytes, cancel)
         read += extra
         acc.finite += finite
         acc.aa += shared
@@ -81,30 +79,35 @@ class _Sums:
         self.nonfinite = 0
         self.finite = 0  # elements finite on both sides, measured or bitwise equal
 
-    def add(self, x: torch.Tensor, y: torch.Tensor, rtol: float, atol: float) -> None:
-        self.measured += x.numel()
-        finite = torch.isfinite(x) & torch.isfinite(y)
-        if not bool(finite.all()):
-            same = (x == y) | (torch.isnan(x) & torch.isnan(y))  # inf == inf, NaN "==" NaN
-            mismatch = int((~finite & ~same).sum())
-            self.nonfinite += mismatch
-            self.not_close += mismatch
-            x, y = x[finite], y[finite]
-        if not x.numel():
-            return
-        self.finite += x.numel()
+    def add(self, x: np.ndarray, y: np.ndarray, rtol: float, atol: float) -> None:
+        self.measured += x.size
         d = x - y
-        ad = d.abs()
+        sums = (float(np.dot(x, x)), float(np.dot(y, y)), float(np.dot(x, y)), float(np.dot(d, d)))
+        if not all(map(math.isfinite, sums)):  # NaN/Inf (or overflow): the slow, masked way
+            x, y, d = self._finite_only(x, y)
+            sums = (float(np.dot(x, x)), float(np.dot(y, y)), float(np.dot(x, y)),
+                    float(np.dot(d, d)))
+        if not x.size:
+            return
+        self.finite += x.size
+        ad = np.abs(d, out=d)
         self.max_abs = max(self.max_abs, float(ad.max()))
-        self.sum_abs += float(ad.sum(dtype=torch.float64))
-        self.dd += float(torch.dot(d, d))
-        self.aa += float(torch.dot(x, x))
-        self.bb += float(torch.dot(y, y))
-        self.ab += float(torch.dot(x, y))
+        self.sum_abs += float(ad.sum())
+        self.aa, self.bb = self.aa + sums[0], self.bb + sums[1]
+        self.ab, self.dd = self.ab + sums[2], self.dd + sums[3]
         if atol or rtol:
-            self.not_close += int((ad > atol + rtol * y.abs()).sum())
+            self.not_close += int(np.count_nonzero(ad > atol + rtol * np.abs(y)))
         else:
-            self.not_close += int((ad != 0).sum())
+            self.not_close += int(np.count_nonzero(ad))
+
+    def _finite_only(self, x: np.ndarray, y: np.ndarray):
+        finite = np.isfinite(x) & np.isfinite(y)
+        same = (x == y) | (np.isnan(x) & np.isnan(y))  # inf == inf, NaN "==" NaN
+        mismatch = int(np.count_nonzero(~finite & ~same))
+        self.nonfinite += mismatch
+        self.not_close += mismatch
+        x, y = x[finite], y[finite]
+        return x, y, x - y
 
     def result(self, compared: int, read: int) -> ValueDiff:
         rel = math.sqrt(self.dd) / math.sqrt(self.aa) if self.aa > 0 else (
@@ -117,35 +120,29 @@ class _Sums:
                          self.nonfinite, compared, read)
 
 
-def _same_bytes(ra, x: torch.Tensor, rb, y: torch.Tensor) -> bool:
+def _same_bytes(ra, x: np.ndarray, rb, y: np.ndarray) -> bool:
     if ra is not None and rb is not None:
         if type(ra) is bytearray and type(rb) is bytearray:
             return ra == rb  # memcmp, no copy
         return bytes(ra) == bytes(rb)
-    return torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8))
-
-
-def _real(x: torch.Tensor, wide: torch.dtype) -> torch.Tensor:
-    if x.is_complex():
-        x = torch.view_as_real(x.contiguous()).reshape(-1)
-    return x.to(wide)
+    return x.tobytes() == y.tobytes()
 
 
 def _aligned(ia, ib, a: TensorLoc, b: TensorLoc):
     """Pairs of (raw bytes or None, block) cut to the same element ranges on both sides."""
     x = y = None
     while True:
-        if x is None or not x[1].numel():
+        if x is None or not x[1].size:
             x = next(ia, None)
-        if y is None or not y[1].numel():
+        if y is None or not y[1].size:
             y = next(ib, None)
         if x is None or y is None:
             if x is not None or y is not None:
                 short = a if x is None else b
                 raise ValuesError(f"{short.file}: {short.name}: fewer elements than its shape")
             return
-        k = min(x[1].numel(), y[1].numel())
-        if k == x[1].numel() and k == y[1].numel():
+        k = min(x[1].size, y[1].size)
+        if k == x[1].size and k == y[1].size:
             yield x, y
             x = y = None
             continue
@@ -155,27 +152,31 @@ def _aligned(ia, ib, a: TensorLoc, b: TensorLoc):
 
 def _cut(block, start: int, stop: int | None):
     raw, t = block
-    size = t.element_size()
+    size = t.itemsize
     if raw is not None:
         raw = memoryview(raw)[start * size:None if stop is None else stop * size]
     return raw, t[start:stop]
 
 
-def _sum_squares(loc: TensorLoc, ranges: list[tuple[int, int]], wide, block_bytes: int,
+def _sum_squares(loc: TensorLoc, ranges: list[tuple[int, int]], block_bytes: int,
                  cancel) -> tuple[float, int, int]:
     """Sum of squares of loc's finite elements in the given (start, count) ranges, how many
     they are, and bytes read."""
     total, finite, read, pos, i = 0.0, 0, 0, 0, 0
-    for block in iter_blocks(loc, block_bytes, cancel):
-        end = pos + block.numel()
-        read += block.numel() * block.element_size()
+    for _, block in iter_raw(loc, block_bytes, cancel):
+        end = pos + block.size
+        read += block.nbytes
         while i < len(ranges) and ranges[i][0] < end:
             start, count = ranges[i]
             lo, hi = max(start, pos), min(start + count, end)
-            part = _real(block[lo - pos:hi - pos], wide)
-            part = part[torch.isfinite(part)]
-            finite += part.numel()
-            total += float(torch.dot(part, part))
+            part = as_float(block[lo - pos:hi - pos], loc.dtype)
+            with np.errstate(invalid="ignore", over="ignore"):
+                square = float(np.dot(part, part))
+            if not math.isfinite(square):
+                part = part[np.isfinite(part)]
+                square = float(np.dot(part, part))
+            finite += part.size
+            total += square
             if start + count > end:
                 break
             i += 1

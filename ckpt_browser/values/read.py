@@ -1,10 +1,15 @@
 """Read one tensor's values, in bounded blocks, in the global tensor's row-major order.
 
-Only the tensor's own bytes are read (`os.preadv` into a reused buffer), never more than
-`block_bytes` at a time. A DCP tensor is read chunk by chunk: chunks that split it along
-dimension 0 stream one after the other; chunks split along other dimensions are assembled one
-slab of rows at a time. Each DCP chunk is a small torch.save archive inside its rank file; its
-storage record is found with the same zip reader the browser uses. torch converts the dtypes.
+Only the tensor's own bytes are read (`os.preadv`), never more than one block at a time. A DCP
+tensor is read chunk by chunk: chunks that split it along dimension 0 stream one after the
+other; chunks split along other dimensions are assembled one slab of rows at a time. Each DCP
+chunk is a small torch.save archive inside its rank file; its storage record is found with the
+same zip reader the browser uses.
+
+Blocks are numpy arrays of a container dtype with the tensor's item size (BF16 as uint16, FP8
+as uint8); `as_float` and `natural` convert them. numpy, not torch: importing torch alone costs
+~220 MB and over a second, more than a whole diff needs. The FP8 tables are checked against
+torch's own conversion, code by code, in the tests.
 """
 
 from __future__ import annotations
@@ -15,25 +20,30 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
-import torch
+import numpy as np
 
 from ckpt_browser.readers.pickle_safe import ITEMSIZE
 from ckpt_browser.values.locate import Piece, TensorLoc
 
 BLOCK_BYTES = 8 * 2**20
+BLOCK_ELEMS = 2**20  # float64 temporaries of one block stay at 8 MB whatever the dtype
 MAX_ROW_BYTES = 256 * 2**20  # one slab row of a DCP tensor chunked along inner dimensions
 MAX_VIEW_BYTES = 256 * 2**20  # the storage behind a non-contiguous torch view
 MAX_WRAPPER_BYTES = 1 * 2**20  # the archive around a DCP chunk, beyond its data
 
-TORCH_DTYPES = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
-    "U8": torch.uint8, "U16": torch.uint16, "U32": torch.uint32, "U64": torch.uint64,
-    "BOOL": torch.bool, "C64": torch.complex64, "C128": torch.complex128, "C32": torch.complex32,
-    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
-    "F8_E4M3FNUZ": torch.float8_e4m3fnuz, "F8_E5M2FNUZ": torch.float8_e5m2fnuz,
-    "F8_E8M0": torch.float8_e8m0fnu,
+# tag -> numpy dtype holding one element's bytes (little-endian, as the formats store them)
+CONTAINERS = {
+    "F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4",
+    "I16": "<i2", "I8": "i1", "U8": "u1", "U16": "<u2", "U32": "<u4", "U64": "<u8",
+    "BOOL": "?", "C64": "<c8", "C128": "<c16", "C32": "<u4",
+    "F8_E4M3": "u1", "F8_E5M2": "u1", "F8_E4M3FNUZ": "u1", "F8_E5M2FNUZ": "u1", "F8_E8M0": "u1",
 }
+FP8 = {  # tag -> (exponent bits, mantissa bits, bias, how NaN/Inf are encoded)
+    "F8_E4M3": (4, 3, 7, "fn"), "F8_E5M2": (5, 2, 15, "ieee"),
+    "F8_E4M3FNUZ": (4, 3, 8, "fnuz"), "F8_E5M2FNUZ": (5, 2, 16, "fnuz"),
+    "F8_E8M0": (8, 0, 127, "e8m0"),
+}
+_TABLES: dict[str, np.ndarray] = {}
 
 
 class ValuesError(Exception):
@@ -44,32 +54,77 @@ class Cancelled(Exception):
     pass
 
 
-def torch_dtype(dtype: str) -> torch.dtype:
-    got = TORCH_DTYPES.get(dtype)
+def container(dtype: str) -> np.dtype:
+    got = CONTAINERS.get(dtype)
     if got is None:
-        raise ValuesError(f"values of {dtype} tensors cannot be read (no torch dtype holds them "
-                          "unpacked)")
-    return got
+        raise ValuesError(f"values of {dtype} tensors cannot be read (packed sub-byte or "
+                          "quantized elements)")
+    return np.dtype(got)
+
+
+def fp8_table(dtype: str) -> np.ndarray:
+    """float32 value of each of the 256 codes of an FP8 format (OCP and FNUZ variants)."""
+    table = _TABLES.get(dtype)
+    if table is None:
+        table = _TABLES[dtype] = np.array([_fp8(code, *FP8[dtype]) for code in range(256)],
+                                          dtype=np.float32)
+    return table
+
+
+def _fp8(code: int, exp_bits: int, man_bits: int, bias: int, kind: str) -> float:
+    if kind == "e8m0":  # a bare exponent: no sign, no mantissa
+        return float("nan") if code == 0xFF else 2.0 ** (code - bias)
+    sign = -1.0 if code & 0x80 else 1.0
+    e, m = (code >> man_bits) & ((1 << exp_bits) - 1), code & ((1 << man_bits) - 1)
+    top = (1 << exp_bits) - 1
+    if kind == "fnuz" and code == 0x80:
+        return float("nan")
+    if kind == "fn" and e == top and m == (1 << man_bits) - 1:
+        return float("nan")
+    if kind == "ieee" and e == top:
+        return sign * float("inf") if m == 0 else float("nan")
+    if e == 0:
+        return sign * m / (1 << man_bits) * 2.0 ** (1 - bias)
+    return sign * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+
+
+def natural(block: np.ndarray, dtype: str) -> np.ndarray:
+    """Values in a numpy dtype that holds them: BF16 and FP8 as float32, C32 as complex64."""
+    if dtype == "BF16":
+        return (block.astype(np.uint32) << 16).view(np.float32)
+    if dtype in FP8:
+        return fp8_table(dtype)[block]
+    if dtype == "C32":
+        return np.ascontiguousarray(block).view("<f2").astype(np.float32).view(np.complex64)
+    return block
+
+
+def as_float(block: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values of a block; complex values as their real and imaginary parts."""
+    x = natural(block, dtype)
+    if np.iscomplexobj(x):
+        x = np.ascontiguousarray(x).view(x.real.dtype)
+    return x.astype(np.float64)
 
 
 def iter_blocks(loc: TensorLoc, block_bytes: int = BLOCK_BYTES,
-                cancel: threading.Event | None = None) -> Iterator[torch.Tensor]:
-    """Yield the tensor's elements as 1-D tensors of its own dtype, in row-major order; together
-    they hold exactly numel elements. Raises ValuesError or Cancelled."""
+                cancel: threading.Event | None = None) -> Iterator[np.ndarray]:
+    """Yield the tensor's elements as 1-D arrays of its container dtype, in row-major order;
+    together they hold exactly numel elements. Raises ValuesError or Cancelled."""
     for _, block in iter_raw(loc, block_bytes, cancel):
         yield block
 
 
 def iter_raw(loc: TensorLoc, block_bytes: int = BLOCK_BYTES,
              cancel: threading.Event | None = None) -> Iterator[tuple[bytearray | None,
-                                                                      torch.Tensor]]:
+                                                                      np.ndarray]]:
     """Like iter_blocks, with each block's bytes as read (None where blocks are assembled):
     comparing bytes is a memcmp, several times faster than torch.equal."""
     if loc.problem:
         raise ValuesError(f"{loc.file}: {loc.name}: {loc.problem}")
-    dtype = torch_dtype(loc.dtype)
-    itemsize = ITEMSIZE[loc.dtype]
-    block = max(1, block_bytes // itemsize)
+    dtype = container(loc.dtype)
+    itemsize = dtype.itemsize
+    block = max(1, min(block_bytes // itemsize, BLOCK_ELEMS))
     if loc.numel == 0:
         return
     if loc.stride is not None:  # a view's piece spans its storage, not numel elements
@@ -89,20 +144,20 @@ def iter_raw(loc: TensorLoc, block_bytes: int = BLOCK_BYTES,
             yield None, t
 
 
-def read_all(loc: TensorLoc, max_bytes: int = 64 * 2**20) -> torch.Tensor:
-    """A small tensor whole, in its shape (the optimizer's step counters, a preview)."""
+def read_all(loc: TensorLoc, max_bytes: int = 64 * 2**20) -> np.ndarray:
+    """A small tensor whole, in its shape, as `natural` values (step counters, tests)."""
     if loc.nbytes > max_bytes:
         raise ValuesError(f"{loc.file}: {loc.name} is {loc.nbytes:,} bytes, over the "
                           f"{max_bytes:,}-byte limit for reading it whole")
-    parts = list(iter_blocks(loc))
-    flat = torch.cat(parts) if parts else torch.empty(0, dtype=torch_dtype(loc.dtype))
-    return flat.reshape(loc.shape)
+    parts = [np.array(b) for b in iter_blocks(loc)]
+    flat = np.concatenate(parts) if parts else np.empty(0, dtype=container(loc.dtype))
+    return natural(flat, loc.dtype).reshape(loc.shape)
 
 
 # -- plain byte ranges -----------------------------------------------------------------------
 
 def _stream(p: Piece, first: int, count: int, dtype, itemsize: int, block: int,
-            cancel) -> Iterator[tuple[bytearray, torch.Tensor]]:
+            cancel) -> Iterator[tuple[bytearray, np.ndarray]]:
     """Elements [first, first + count) of a piece's contiguous bytes."""
     with _Fd(p.path) as fd:
         done = 0
@@ -111,7 +166,7 @@ def _stream(p: Piece, first: int, count: int, dtype, itemsize: int, block: int,
                 raise Cancelled()
             n = min(block, count - done)
             buf = fd.read_exact(p.offset + (first + done) * itemsize, n * itemsize)
-            yield buf, torch.frombuffer(buf, dtype=dtype)
+            yield buf, np.frombuffer(buf, dtype=dtype)
             done += n
 
 
@@ -245,7 +300,7 @@ def _check_tiling(loc: TensorLoc, pieces: list[Piece]) -> None:
 
 
 def _slabs(loc: TensorLoc, pieces: list[Piece], dtype, itemsize: int, block: int,
-           cancel) -> Iterator[torch.Tensor]:
+           cancel) -> Iterator[np.ndarray]:
     """Chunks split along inner dimensions: assemble a few rows at a time."""
     shape = loc.shape
     row = loc.numel // shape[0] if shape[0] else 0
@@ -255,7 +310,7 @@ def _slabs(loc: TensorLoc, pieces: list[Piece], dtype, itemsize: int, block: int
     rows = max(1, block // max(row, 1))
     for r0 in range(0, shape[0], rows):
         r1 = min(shape[0], r0 + rows)
-        out = torch.empty((r1 - r0, *shape[1:]), dtype=dtype)
+        out = np.empty((r1 - r0, *shape[1:]), dtype=dtype)
         filled = 0
         for p in pieces:
             a, b = max(r0, p.offsets[0]), min(r1, p.offsets[0] + p.sizes[0])
@@ -269,19 +324,19 @@ def _slabs(loc: TensorLoc, pieces: list[Piece], dtype, itemsize: int, block: int
             with _Fd(p.path) as fd:
                 buf = fd.read_exact(p.offset + (a - p.offsets[0]) * prow * itemsize,
                                     (b - a) * prow * itemsize)
-            part = torch.frombuffer(buf, dtype=dtype).reshape((b - a, *p.sizes[1:]))
+            part = np.frombuffer(buf, dtype=dtype).reshape((b - a, *p.sizes[1:]))
             where = [slice(a - r0, b - r0)] + [slice(o, o + s) for o, s in
                                               zip(p.offsets[1:], p.sizes[1:])]
             out[tuple(where)] = part
-            filled += part.numel()
-        if filled != out.numel():
+            filled += part.size
+        if filled != out.size:
             raise ValuesError(f"{loc.file}: {loc.name}: the chunks cover {filled:,} of the "
-                              f"{out.numel():,} elements in rows {r0:,}-{r1 - 1:,}")
+                              f"{out.size:,} elements in rows {r0:,}-{r1 - 1:,}")
         yield out.reshape(-1)
 
 
 def _strided(loc: TensorLoc, p: Piece, dtype, itemsize: int, block: int,
-             cancel) -> Iterator[torch.Tensor]:
+             cancel) -> Iterator[np.ndarray]:
     """A torch view that is not contiguous: read the storage it spans, then gather."""
     if p.length > MAX_VIEW_BYTES:
         raise ValuesError(f"{loc.file}: {loc.name}: a non-contiguous view over {p.length:,} "
@@ -290,7 +345,8 @@ def _strided(loc: TensorLoc, p: Piece, dtype, itemsize: int, block: int,
         raise Cancelled()
     with _Fd(p.path) as fd:
         buf = fd.read_exact(p.offset, p.length)
-    flat = torch.frombuffer(buf, dtype=dtype)
-    view = torch.as_strided(flat, loc.shape, loc.stride).reshape(-1)
-    for i in range(0, view.numel(), block):
+    flat = np.frombuffer(buf, dtype=dtype)
+    view = np.lib.stride_tricks.as_strided(flat, loc.shape, [s * itemsize for s in loc.stride],
+                                           writeable=False).reshape(-1)
+    for i in range(0, view.size, block):
         yield view[i:i + block]

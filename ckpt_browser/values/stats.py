@@ -13,10 +13,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
+import numpy as np
 
 from ckpt_browser.values.locate import TensorLoc
-from ckpt_browser.values.read import BLOCK_BYTES, iter_blocks
+from ckpt_browser.values.read import BLOCK_BYTES, as_float, iter_blocks, natural
 
 BINS = 32
 FINE = 16  # internal bins per shown bin: the shown range hugs the data, not the doubled range
@@ -49,35 +49,30 @@ class Stats:
         return self.zeros / self.numel if self.numel else None
 
 
-def as_real(x: torch.Tensor, wide: torch.dtype = torch.float64) -> torch.Tensor:
-    """A float view of a block; complex values count as their real and imaginary parts."""
-    if x.is_complex():
-        x = torch.view_as_real(x).reshape(-1)
-    return x if x.dtype == wide else x.to(wide)
-
-
 def tensor_stats(loc: TensorLoc, cancel: threading.Event | None = None,
                  progress: Callable[[int, int], None] | None = None,
                  block_bytes: int = BLOCK_BYTES, bins: int = BINS) -> Stats:
     """Raises ValuesError (unreadable) or Cancelled."""
     out = Stats(loc.name, loc.dtype, loc.shape, loc.numel)
-    if loc.dtype in ("C64", "C128", "C32"):
+    complex_ = loc.dtype in ("C64", "C128", "C32")
+    if complex_:
         out.note = "complex: counted as real and imaginary parts"
     hist = _Hist(bins * FINE)
     moments = _Moments()
     done = 0
     for block in iter_blocks(loc, block_bytes, cancel):
-        out.bytes_read += block.numel() * block.element_size()
+        out.bytes_read += block.nbytes
         if len(out.preview) < PREVIEW:
-            out.preview.extend(block[:PREVIEW - len(out.preview)].tolist())
-        x = as_real(block)  # float64: converting costs less than one reduction
-        out.zeros += (int((block == 0).sum()) if block.is_complex()
-                      else x.numel() - int(torch.count_nonzero(x)))
-        x, bmin, bmax = _finite(x, out)
-        if x.numel():
-            moments.add(x, bmin, bmax)
-            hist.add(x, bmin, bmax)
-        done += block.numel()
+            out.preview.extend(natural(block[:PREVIEW - len(out.preview)], loc.dtype).tolist())
+        x = as_float(block, loc.dtype)  # complex: real and imaginary parts, interleaved
+        out.zeros += (int(np.count_nonzero((x.reshape(-1, 2) == 0).all(axis=1))) if complex_
+                      else x.size - int(np.count_nonzero(x)))
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf are counted instead
+            x, bmin, bmax = _finite(x, out)
+            if x.size:
+                moments.add(x, bmin, bmax)
+                hist.add(x, bmin, bmax)
+        done += block.size
         if progress:
             progress(done, loc.numel)
     n = out.finite = moments.n
@@ -89,19 +84,18 @@ def tensor_stats(loc: TensorLoc, cancel: threading.Event | None = None,
     return out
 
 
-def _finite(x: torch.Tensor, out: Stats) -> tuple[torch.Tensor, float, float]:
+def _finite(x: np.ndarray, out: Stats) -> tuple[np.ndarray, float, float]:
     """The block's finite values and their range; NaN and Inf are counted into `out`.
-    aminmax propagates NaN and shows Inf, so an all-finite block costs one pass."""
-    bmin, bmax = (float(v) for v in torch.aminmax(x))
+    min and max propagate NaN and show Inf, so an all-finite block needs no mask."""
+    bmin, bmax = float(x.min()), float(x.max())
     if math.isfinite(bmin) and math.isfinite(bmax):
         return x, bmin, bmax
-    out.nan += int(torch.isnan(x).sum())
-    out.inf += int(torch.isinf(x).sum())
-    x = x[torch.isfinite(x)]
-    if not x.numel():
+    out.nan += int(np.count_nonzero(np.isnan(x)))
+    out.inf += int(np.count_nonzero(np.isinf(x)))
+    x = x[np.isfinite(x)]
+    if not x.size:
         return x, 0.0, 0.0
-    bmin, bmax = (float(v) for v in torch.aminmax(x))
-    return x, bmin, bmax
+    return x, float(x.min()), float(x.max())
 
 
 class _Moments:
@@ -111,12 +105,13 @@ class _Moments:
         self.n, self.mean, self.m2 = 0, 0.0, 0.0
         self.lo = self.hi = None
 
-    def add(self, x: torch.Tensor, bmin: float, bmax: float) -> None:
-        k = x.numel()
+    def add(self, x: np.ndarray, bmin: float, bmax: float) -> None:
+        k = x.size
         self.lo = bmin if self.lo is None else min(self.lo, bmin)
         self.hi = bmax if self.hi is None else max(self.hi, bmax)
-        var, bmean = torch.var_mean(x, correction=0)
-        bmean, bm2 = float(bmean), float(var) * k
+        bmean = float(x.sum()) / k
+        d = x - bmean
+        bm2 = float(np.dot(d, d))
         delta = bmean - self.mean
         total = self.n + k
         self.mean += delta * k / total
@@ -127,41 +122,39 @@ class _Moments:
 class _Hist:
     def __init__(self, bins: int):
         self.bins = bins + bins % 2  # pairs merge when the range doubles
-        self.counts: torch.Tensor | None = None
+        self.counts: np.ndarray | None = None
         self.lo = 0.0
         self.width = 1.0
 
-    def add(self, x: torch.Tensor, lo: float, hi: float) -> None:
+    def add(self, x: np.ndarray, lo: float, hi: float) -> None:
         if self.counts is None:
             span = hi - lo
             self.width = span / self.bins * (1 + 1e-9) if span > 0 else max(abs(lo), 1.0) / self.bins
             self.lo = lo if span > 0 else lo - self.width * self.bins / 2
-            self.counts = torch.zeros(self.bins, dtype=torch.int64)
+            self.counts = np.zeros(self.bins, dtype=np.int64)
         while lo < self.lo:  # double to the left, keeping the right edge
             right = self.lo + self.bins * self.width
-            merged = self.counts.view(-1, 2).sum(1)
-            self.counts = torch.cat([torch.zeros_like(merged), merged])
+            merged = self.counts.reshape(-1, 2).sum(1)
+            self.counts = np.concatenate([np.zeros_like(merged), merged])
             self.width *= 2
             self.lo = right - self.bins * self.width
         while hi >= self.lo + self.bins * self.width:  # double to the right
-            merged = self.counts.view(-1, 2).sum(1)
-            self.counts = torch.cat([merged, torch.zeros_like(merged)])
+            merged = self.counts.reshape(-1, 2).sum(1)
+            self.counts = np.concatenate([merged, np.zeros_like(merged)])
             self.width *= 2
-        top = self.lo + self.bins * self.width
-        counts = torch.histc(x, self.bins, self.lo, top).to(torch.int64)
-        if int(counts.sum()) != x.numel():  # an edge rounded in x's precision: count exactly
-            x = x.to(torch.float64)
-            idx = ((x - self.lo) / self.width).floor().clamp_(0, self.bins - 1).to(torch.int64)
-            counts = torch.bincount(idx, minlength=self.bins)
-        self.counts += counts
+        idx = (x - self.lo) / self.width
+        np.floor(idx, out=idx)
+        np.clip(idx, 0, self.bins - 1, out=idx)
+        self.counts += np.bincount(idx.astype(np.intp), minlength=self.bins)
 
     def result(self, bins: int) -> tuple[list[int], tuple[float, float]]:
         """At most `bins` bins over the occupied part of the range."""
-        nonzero = torch.nonzero(self.counts).flatten()
+        nonzero = np.flatnonzero(self.counts)
         first, last = int(nonzero[0]), int(nonzero[-1])
         group = -(-(last - first + 1) // bins)
         shown = -(-(last - first + 1) // group)
-        counts = self.counts[first:first + shown * group]
-        counts = torch.cat([counts, torch.zeros(shown * group - counts.numel(), dtype=torch.int64)])
+        counts = np.zeros(shown * group, dtype=np.int64)
+        part = self.counts[first:first + shown * group]
+        counts[:part.size] = part
         edges = (self.lo + first * self.width, self.lo + (first + shown * group) * self.width)
-        return counts.view(shown, group).sum(1).tolist(), edges
+        return counts.reshape(shown, group).sum(1).tolist(), edges

@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 from ckpt_browser.values.read import Cancelled, ValuesError, iter_blocks, read_all
 
 from .helpers import SAMPLES
-from .values_helpers import (CKPT3, DAMAGED, RANKS2, RANKS4, RELEASE, TITAN, assert_same_tensor,
+from .values_helpers import (CKPT3, DAMAGED, RANKS2, RANKS4, RELEASE, TITAN, assert_same_blocks, assert_same_tensor,
                              dcp_tensors, locs, reference, st_loc, wait_for_dcp_ranks)
 
 SAMPLE_PATHS = {
@@ -104,11 +104,9 @@ def test_tiny_blocks_concatenate_to_the_tensor(block_cases, block_bytes):
         per_block = max(1, block_bytes // itemsize)
         row = want.numel() // want.shape[0] if want.dim() and want.shape[0] else 1
         for b in blocks:
-            assert b.dim() == 1 and b.dtype == want.dtype
             # a DCP tensor split along inner dimensions is assembled at least one row at a time
-            assert b.numel() <= (per_block if len(loc.pieces) == 1 else max(per_block, row))
-        flat = torch.cat(blocks) if blocks else torch.empty(0, dtype=want.dtype)
-        assert_same_tensor(flat, want.reshape(-1), f"{loc.name} in {block_bytes}-byte blocks")
+            assert b.size <= (per_block if len(loc.pieces) == 1 else max(per_block, row))
+        assert_same_blocks(blocks, want, f"{loc.name} in {block_bytes}-byte blocks")
 
 
 def test_an_empty_tensor_yields_no_blocks_and_reads_as_empty(tmp_path):
@@ -145,8 +143,8 @@ def test_non_contiguous_views_saved_by_torch_read_correctly(tmp_path):
     for name, loc in got.items():
         assert_same_tensor(read_all(loc), loaded[name], name)
         for block_bytes in (2, 9):
-            flat = torch.cat(list(iter_blocks(loc, block_bytes)))
-            assert_same_tensor(flat, loaded[name].reshape(-1), f"{name} in blocks")
+            assert_same_blocks(list(iter_blocks(loc, block_bytes)), loaded[name],
+                               f"{name} in blocks")
 
 
 # -- damage ------------------------------------------------------------------------------------
@@ -247,7 +245,7 @@ def test_cancel_set_between_blocks_stops_at_the_next_block():
     cancel = threading.Event()
     blocks = iter_blocks(loc, 64, cancel)
     first = next(blocks)
-    assert first.numel() == 16
+    assert first.size == 16
     cancel.set()
     with pytest.raises(Cancelled):
         next(blocks)
@@ -317,7 +315,7 @@ def test_every_dtype_round_trips(tmp_path, dtype):
     want = load_file(str(path))["x"]
     loc = locs(path)["x"]
     assert_same_tensor(read_all(loc), want, str(dtype))
-    assert_same_tensor(torch.cat(list(iter_blocks(loc, 5))), want.reshape(-1), f"{dtype} blocks")
+    assert_same_blocks(list(iter_blocks(loc, 5)), want, f"{dtype} blocks")
 
 
 @pytest.mark.parametrize("dtype", PACKED, ids=str)
@@ -354,3 +352,38 @@ def test_torch_file_tensors_read_back(tmp_path, name):
     got = locs(tmp_path / "pytorch_model.bin")
     assert set(got) == set(tensors)
     assert_same_tensor(read_all(got[name]), loaded[name], name)
+
+
+# -- numpy conversions against torch's own -----------------------------------------------------
+
+@pytest.mark.parametrize("tag, dtype", [("F8_E4M3", torch.float8_e4m3fn),
+                                        ("F8_E5M2", torch.float8_e5m2),
+                                        ("F8_E4M3FNUZ", torch.float8_e4m3fnuz),
+                                        ("F8_E5M2FNUZ", torch.float8_e5m2fnuz),
+                                        ("F8_E8M0", torch.float8_e8m0fnu)])
+def test_fp8_tables_match_torch_on_all_256_codes(tag, dtype):
+    from ckpt_browser.values.read import fp8_table
+
+    want = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dtype).float()
+    assert_same_tensor(fp8_table(tag).copy(), want, tag)
+
+
+def test_bf16_conversion_matches_torch_on_all_65536_codes():
+    from ckpt_browser.values.read import natural
+
+    codes = torch.arange(65536, dtype=torch.int32).to(torch.uint16)
+    got = natural(codes.numpy(), "BF16")
+    assert_same_tensor(got.copy(), codes.view(torch.bfloat16).float(), "BF16")
+
+
+def test_diff_values_and_stats_of_safetensors_never_import_torch(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from ckpt_browser.cli import main; "
+            f"main(['diff', {str(RELEASE)!r}, {str(CKPT3)!r}, '--values', '--json']); "
+            f"main(['stats', {str(RELEASE)!r}, '--json']); "
+            "print('torch' in sys.modules, file=sys.stderr)")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert got.stderr.strip().splitlines()[-1] == "False", got.stderr

@@ -10,7 +10,7 @@ reports its own /proc/self/io rchar (bytes passed by read-like syscalls: files, 
   - `stats CKPT NAME --json` on one large tensor (default the 132 MB FP8 dense MLP weight);
   - `stats CKPT model.norm.weight --json`: the same imports, the same opening of the
     checkpoint (index + every shard header), but a 14 KB tensor: the fair baseline;
-  - `inspect --json` (opens the checkpoint without torch), and the bare imports, for context.
+  - `inspect --json` (opens the checkpoint), and the bare imports, for context.
 extra bytes = rchar(stats NAME) - rchar(stats model.norm.weight), against the tensor's nbytes
 minus the small tensor's (target: within a few percent). It reports; it does not assert. The
 checkpoint (about 20 MB on disk) is deleted at the end only if this run built it, unless --keep.
@@ -140,7 +140,7 @@ def measure(args, ckpt):
                     doc = json.load(open(out))["tensors"][0]
         med = {k: {m: statistics.median(r[m] for r in v) for m in ("rchar", "syscr", "wall", "rss")}
                for k, v in runs.items()}
-        labels = {"imports": "imports only (cli, values.stats, torch)",
+        labels = {"imports": "imports only (cli, values.stats, numpy)",
                   "inspect": "inspect --json",
                   "small": f"stats {SMALL}",
                   "big": f"stats {args.tensor}"}
@@ -164,7 +164,7 @@ def measure(args, ckpt):
               f"{headers + os.path.getsize(index_path):,} B")
         vs_inspect = med["big"]["rchar"] - med["inspect"]["rchar"]
         print(f"  rchar(stats) - rchar(inspect --json) {vs_inspect:>16,.0f}  = tensor "
-              f"{nbytes:,} + {vs_inspect - nbytes:,} (torch and the values modules' imports, "
+              f"{nbytes:,} + {vs_inspect - nbytes:,} (the values modules' and numpy's imports, "
               f"inspect's own reads differ)")
         print(f"  stats reported bytes_read            {doc['bytes_read']:>16,}  "
               f"{'PASS' if doc['bytes_read'] == nbytes else 'FAIL'} (= nbytes)")

@@ -131,3 +131,32 @@ def test_malicious_checkpoint_in_a_real_terminal_runs_nothing(terminal, tmp_path
     terminal.keys("q")
     assert terminal.exit_code() == 0
     assert not (tmp_path / "ckpt-browser-PWNED").exists()
+
+
+def test_diff_of_two_steps_compares_values_and_quits(terminal):
+    terminal.start(["tiny-llama-run/checkpoint-3", "tiny-llama-run/checkpoint-6"], cwd=SAMPLES)
+    terminal.wait_for("not compared")
+    screen = terminal.wait_for("q Quit")
+    assert "step 3 -> 6" in screen
+    terminal.keys("v")
+    screen = terminal.wait_for("21 values changed")
+    terminal.keys("s")  # largest difference first: the top row is a changed weight
+    screen = terminal.wait_for("~ values")
+    terminal.keys("q")
+    assert terminal.exit_code() == 0
+
+
+def test_values_key_shows_a_tensors_statistics(terminal):
+    terminal.start(["tiny-llama-release"], cwd=SAMPLES)
+    terminal.wait_for("headers 3/3")
+    terminal.keys("Down")
+    terminal.wait_for("model-00001-of-00003.safetensors")
+    terminal.keys("Right")
+    time.sleep(0.3)
+    terminal.keys("Down")
+    time.sleep(0.3)
+    terminal.keys("v")
+    screen = terminal.wait_for("abs max", timeout=30)
+    assert "NaN" in screen and "mean" in screen
+    terminal.keys("q")
+    assert terminal.exit_code() == 0

@@ -396,6 +396,9 @@ def cmd_browse(args) -> int:
     if len(args.path) == 2:
         from ckpt_browser.values.diff import Options
 
+        if sys.stderr.isatty():  # the screen is not ours yet; 94,000 headers take seconds
+            print(_one_line(f"ckpt-browser: reading {args.path[0]} and {args.path[1]} ..."),
+                  file=sys.stderr, flush=True)
         a, b = _diff_side(args.path[0], "A"), _diff_side(args.path[1], "B")
         from ckpt_browser.tui.diff_app import DiffApp
 

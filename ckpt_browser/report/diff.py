@@ -114,31 +114,45 @@ def diff_text(d: DiffResult, limit: int = 200) -> str:
 def _state_lines(state: dict) -> list[str]:
     if not state:
         return []
-    a, b = state.get("a", {}), state.get("b", {})
-    out = ["", "training state:",
-           f"  framework  {a.get('framework')} -> {b.get('framework')}",
-           f"  step       {a.get('step')} -> {b.get('step')}",
-           f"  epoch      {a.get('epoch')} -> {b.get('epoch')}"]
-    for g in state.get("lr", []):
-        out.append(f"  lr[{g['group']}]      {_g(g.get('a'))} -> {_g(g.get('b'))}")
-    steps = state.get("optimizer_steps") or {}
-    if steps.get("a") or steps.get("b"):
-        out.append(f"  optimizer step counters  {_range(steps.get('a'))} -> "
-                   f"{_range(steps.get('b'))}")
-    last = state.get("scheduler_last_epoch") or {}
-    if last.get("a") is not None or last.get("b") is not None:
-        out.append(f"  scheduler last_epoch     {last.get('a')} -> {last.get('b')}")
-    for kind, c in state.get("components", {}).items():
-        if c.get("a") != c.get("b"):
-            out.append(f"  {kind:<10} {c.get('a')} -> {c.get('b')}")
-    for f in state.get("flags", []):
-        out.append(printable(f"  ! {f['message']}"))
-    for n in state.get("notes", []):
-        out.append(printable(f"  note: {n}"))
+    out = ["", "training state:"]
+    for text, role in state_lines(state):
+        out.append(printable(f"  {'! ' if role == 'flag' else 'note: ' if role == 'note' else ''}"
+                             f"{text}"))
     return out
 
 
+def state_lines(state: dict, every_component: bool = False) -> list[tuple[str, str]]:
+    """The training-state comparison, one fact a line, as (text, role): role is "" for a fact,
+    "flag" for a telling case, "note" for what could not be found. Tolerates a partial dict."""
+    a, b = state.get("a") or {}, state.get("b") or {}
+    out = [(f"{key:<10} {_v(a.get(key))} -> {_v(b.get(key))}", "")
+           for key in ("framework", "step", "epoch", "ranks")]
+    for g in state.get("lr") or []:
+        out.append((f"lr[{g.get('group')}]{'':<5} {_v(g.get('a'))} -> {_v(g.get('b'))}", ""))
+    steps = state.get("optimizer_steps") or {}
+    if steps.get("a") or steps.get("b"):
+        out.append((f"optimizer step counters  {_range(steps.get('a'))} -> "
+                    f"{_range(steps.get('b'))}", ""))
+    last = state.get("scheduler_last_epoch") or {}
+    if last.get("a") is not None or last.get("b") is not None:
+        out.append((f"scheduler last_epoch     {_v(last.get('a'))} -> {_v(last.get('b'))}", ""))
+    for kind, c in (state.get("components") or {}).items():
+        same = c.get("a") == c.get("b")
+        if every_component or not same:
+            out.append((f"{kind:<10} {c.get('a')} -> {c.get('b')}"
+                        f"{'' if same else '  (differs)'}", ""))
+    out += [(str(f.get("message", "")), "flag") for f in state.get("flags") or []]
+    out += [(str(n), "note") for n in state.get("notes") or []]
+    return out
+
+
+def _v(x) -> str:
+    if x is None:
+        return "?"
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
 def _range(s) -> str:
-    if not s:
+    if not isinstance(s, dict) or "min" not in s:
         return "none"
-    return f"{s['min']:g}" if s["min"] == s["max"] else f"{s['min']:g}..{s['max']:g}"
+    return _v(s["min"]) if s["min"] == s.get("max") else f"{_v(s['min'])}..{_v(s.get('max'))}"

@@ -9,6 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ckpt_browser.report.diff import state_lines
 from ckpt_browser.report.escape import printable
 from ckpt_browser.tui.diff_rows import LABELS, NOT_COMPARED, UNREADABLE
 from ckpt_browser.tui.screens.problems import problems_text
@@ -92,40 +93,16 @@ def problems_body(a: Side, b: Side, notes: list[str]) -> Text:
 
 
 def state_body(state: dict) -> Text:
-    """The training-state comparison, one fact a line (tolerates a partial dict)."""
+    """The training-state comparison, one fact a line."""
     if not state:
         return Text("No training-state comparison: one side (or both) has no training state, "
                     "or it could not be read (p lists problems).")
-    a, b = state.get("a") or {}, state.get("b") or {}
     text = Text()
-    for key in ("framework", "step", "epoch", "ranks"):
-        text.append(f"{key:<10} {_g(a.get(key))} -> {_g(b.get(key))}\n")
-    for g in state.get("lr") or []:
-        text.append(f"lr[{g.get('group')}]{'':<5} {_g(g.get('a'))} -> {_g(g.get('b'))}\n")
-    steps = state.get("optimizer_steps") or {}
-    if steps.get("a") or steps.get("b"):
-        text.append(f"optimizer step counters  {_range(steps.get('a'))} -> "
-                    f"{_range(steps.get('b'))}\n")
-    last = state.get("scheduler_last_epoch") or {}
-    if last.get("a") is not None or last.get("b") is not None:
-        text.append(f"scheduler last_epoch     {_g(last.get('a'))} -> {_g(last.get('b'))}\n")
-    for kind, c in (state.get("components") or {}).items():
-        mark = "" if c.get("a") == c.get("b") else "  (differs)"
-        text.append(f"{kind:<10} {c.get('a')} -> {c.get('b')}{mark}\n")
-    for f in state.get("flags") or []:
-        text.append(f"! {printable(str(f.get('message', '')))}\n", style="bold")
-    for n in state.get("notes") or []:
-        text.append(f"note: {printable(str(n))}\n", style="dim")
+    for line, role in state_lines(state, every_component=True):
+        if role == "flag":
+            text.append(f"! {printable(line)}\n", style="bold")
+        elif role == "note":
+            text.append(f"note: {printable(line)}\n", style="dim")
+        else:
+            text.append(printable(line) + "\n")
     return text
-
-
-def _g(x) -> str:
-    if x is None:
-        return "?"
-    return f"{x:.4g}" if isinstance(x, float) else printable(str(x))
-
-
-def _range(s) -> str:
-    if not isinstance(s, dict) or "min" not in s:
-        return "none"
-    return _g(s["min"]) if s["min"] == s.get("max") else f"{_g(s['min'])}..{_g(s.get('max'))}"

@@ -22,7 +22,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from ckpt_browser.readers.pickle_safe import ITEMSIZE
 from ckpt_browser.values.locate import Piece, TensorLoc
 
 BLOCK_BYTES = 8 * 2**20

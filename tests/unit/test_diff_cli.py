@@ -17,7 +17,7 @@ from ckpt_browser.cli import main
 
 from .state_helpers import leaves
 from .values_helpers import (CKPT3, CKPT6, RELEASE, RUN, TITAN, assert_metrics, dcp_tensors, locs,
-                             reference, torch_load)
+                             one_line, reference, strict_json, torch_load)
 
 SHARDS = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
 STATUSES = {"only_in_a", "only_in_b", "shape_changed", "dtype_changed", "values_changed",
@@ -32,19 +32,6 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     code = main(["diff", *map(str, args)])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def strict_json(text: str) -> dict:
-    def refuse(token):
-        raise AssertionError(f"{token} is not JSON")
-    return json.loads(text, parse_constant=refuse)
-
-
-def one_line(err: str, *words: str) -> None:
-    assert "Traceback" not in err
-    assert err.endswith("\n") and err.count("\n") == 1, f"stderr is not one line: {err!r}"
-    for w in words:
-        assert w in err, (w, err)
 
 
 def names_in(*files) -> dict[str, tuple[str, list[int]]]:

@@ -6,7 +6,6 @@ the exit codes (0 fine, 2 usage / no match, 5 unreadable values) with one-line e
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import shutil
 
@@ -16,8 +15,8 @@ from safetensors.torch import load_file, save_file
 
 from ckpt_browser.cli import main
 
-from .values_helpers import (CKPT3, RANKS4, RELEASE, RUN, assert_histogram, dcp_tensors,
-                             torch_load, wait_for_dcp_ranks)
+from .values_helpers import (CKPT3, RANKS4, RELEASE, RUN, assert_histogram, dcp_tensors, one_line,
+                             strict_json, torch_load, wait_for_dcp_ranks)
 
 SHARDS = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
 
@@ -26,19 +25,6 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     code = main(["stats", *map(str, args)])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def strict_json(text: str) -> dict:
-    def refuse(token):
-        raise AssertionError(f"{token} is not JSON")
-    return json.loads(text, parse_constant=refuse)
-
-
-def one_line(err: str, *words: str) -> None:
-    assert "Traceback" not in err
-    assert err.endswith("\n") and err.count("\n") == 1, f"stderr is not one line: {err!r}"
-    for w in words:
-        assert w in err, (w, err)
 
 
 def release() -> dict[str, tuple[str, torch.Tensor]]:

@@ -8,6 +8,7 @@ classes); DCP through torch's own dcp_to_torch_save into a temporary folder.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
@@ -252,3 +253,19 @@ def wait_for_dcp_ranks(timeout: float = 20 * 60) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{DCP_RANKS} was not complete after {timeout:.0f} s")
         time.sleep(1.0 if ready else 10.0)
+
+
+# -- CLI output --------------------------------------------------------------------------------
+
+def strict_json(text: str) -> dict:
+    """json.loads that refuses NaN and Infinity, which are not JSON."""
+    def refuse(token):
+        raise AssertionError(f"{token} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def one_line(err: str, *words: str) -> None:
+    assert "Traceback" not in err
+    assert err.endswith("\n") and err.count("\n") == 1, f"stderr is not one line: {err!r}"
+    for w in words:
+        assert w in err, (w, err)

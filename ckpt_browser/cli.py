@@ -17,7 +17,8 @@ from ckpt_browser.report.escape import printable as _one_line
 
 EXIT_CODES = """exit codes: 0 fine, 2 usage error or nothing readable at PATH,
 5 the checkpoint is damaged (error-level problems), 1 a bug in ckpt-browser;
-check: 0 exact, 3 inexact, 4 weights-only, 5 broken"""
+check: 0 exact, 3 inexact, 4 weights-only, 5 broken;
+diff (as diff(1)): 0 no differences, 1 differences, 2 trouble"""
 CHECK_EXIT_CODES = """exit codes: 0 exact, 3 inexact, 4 weights-only, 5 broken (for a folder of
 checkpoints: the newest one's verdict), 2 usage error or nothing readable at PATH,
 1 a bug in ckpt-browser"""
@@ -57,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="ckpt-browser",
         description="Look inside model and training checkpoints without loading them.",
-        epilog="With no subcommand, opens PATH (default: a bundled sample) in the terminal UI.\n"
+        epilog="With no subcommand, opens PATH (default: a bundled sample) in the terminal UI;\n"
+               "with two paths A B, their diff.\n"
                + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"ckpt-browser {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")

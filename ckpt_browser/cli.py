@@ -372,13 +372,17 @@ def cmd_diff(args) -> int:
 
     opts = Options(args.values, args.rtol, args.atol, args.strip_prefix_a, args.strip_prefix_b,
                    tuple(args.include), tuple(args.exclude), args.weights_only)
-    a, b = _diff_side(args.a, "A"), _diff_side(args.b, "B")
+    from ckpt_browser.readers.load import paused_gc
+
+    with paused_gc():  # two objects per tensor per side, no cycles
+        a, b = _diff_side(args.a, "A"), _diff_side(args.b, "B")
     with _Progress() as progress:
         result = diff(a, b, opts, progress=progress.update)
     if args.json:
-        from ckpt_browser.report.diff import diff_doc
+        from ckpt_browser.report.diff import write_diff_json
 
-        sys.stdout.write(json.dumps(diff_doc(result)) + "\n")
+        with paused_gc():
+            write_diff_json(result, sys.stdout)
     else:
         from ckpt_browser.report.diff import diff_text
 

@@ -29,13 +29,14 @@ def row_doc(r: Row) -> dict:
     return doc
 
 
-def diff_doc(d: DiffResult) -> dict:
+def diff_doc(d: DiffResult, rows: bool = True) -> dict:
     state = dict(d.state)
     state["summary"] = summary(d.state_rows, d.options.values)
-    state["tensors"] = [row_doc(r) for r in d.state_rows]
+    if rows:
+        state["tensors"] = [row_doc(r) for r in d.state_rows]
     return {"a": d.a.path, "b": d.b.path,
             "summary": summary(d.rows, d.options.values),
-            "tensors": [row_doc(r) for r in d.rows],
+            "tensors": [row_doc(r) for r in d.rows] if rows else None,
             "state": state,
             "options": {"values": d.options.values, "rtol": d.options.rtol,
                         "atol": d.options.atol, "strip_prefix_a": d.options.strip_a,
@@ -46,6 +47,30 @@ def diff_doc(d: DiffResult) -> dict:
                          "b": [p.line() for p in d.b.problems]},
             "notes": d.notes,
             "differs": d.differs}
+
+
+def write_diff_json(d: DiffResult, out) -> None:
+    """diff_doc, written row by row: 94,000 rows never exist as dicts all at once."""
+    import json
+
+    head = diff_doc(d, rows=False)
+    state = head.pop("state")
+    state_rows = d.state_rows
+    out.write(json.dumps({k: head[k] for k in ("a", "b", "summary")})[:-1] + ', "tensors": ')
+    _rows(d.rows, out)
+    out.write(', "state": ' + json.dumps(state)[:-1] + ', "tensors": ')
+    _rows(state_rows, out)
+    rest = {k: v for k, v in head.items() if k not in ("a", "b", "summary", "tensors")}
+    out.write("}, " + json.dumps(rest)[1:] + "\n")
+
+
+def _rows(rows: list[Row], out) -> None:
+    import json
+
+    out.write("[")
+    for i, r in enumerate(rows):
+        out.write((", " if i else "") + json.dumps(row_doc(r)))
+    out.write("]")
 
 
 def _shape(loc) -> str:

@@ -387,3 +387,16 @@ def test_diff_values_and_stats_of_safetensors_never_import_torch(tmp_path):
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=tmp_path, timeout=120)
     assert got.stderr.strip().splitlines()[-1] == "False", got.stderr
+
+
+def test_legacy_torch_save_format_reads_back(tmp_path):
+    g = torch.Generator().manual_seed(9)
+    sd = {"w": torch.randn(4, 5, generator=g), "b": torch.randn(5, generator=g).bfloat16(),
+          "view": torch.randn(6, 4, generator=g).t()}
+    path = tmp_path / "pytorch_model.bin"
+    torch.save(sd, path, _use_new_zipfile_serialization=False)  # the pre-1.6 format
+    got = locs(path)
+    assert got["view"].stride == (1, 4)
+    loaded = torch.load(path, weights_only=True)
+    for name, loc in got.items():
+        assert_same_tensor(read_all(loc), loaded[name], name)

@@ -133,7 +133,30 @@ def _parser() -> argparse.ArgumentParser:
     ui = sub.add_parser("browse", help="open PATH in the terminal UI (the default command); "
                         "with two paths, open their diff")
     ui.add_argument("path", metavar="PATH", nargs="*", help="a checkpoint, or two to compare")
+    for command in (ins, chk, st, df, ui):
+        _remote_options(command)
     return p
+
+
+def _remote_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("remote paths (s3://, gs://, hf://, https://; needs the remote extra)")
+    g.add_argument("--no-cache", action="store_true", help="fetch headers again into a "
+                   "throwaway folder, not the cache ($CKPT_BROWSER_CACHE, default "
+                   "~/.cache/ckpt-browser/remote)")
+    g.add_argument("--concurrency", metavar="N", type=_count, default=16,
+                   help="requests in flight at once (default 16)")
+    g.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=60.0,
+                   help="give up on a request after this long (default 60)")
+
+
+def _seconds(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = 0.0
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return x
 
 
 def _tolerance(text: str) -> float:
@@ -162,6 +185,20 @@ def _path(path: str | None) -> str:
     return default_sample()
 
 
+def _local(path: str, args) -> str:
+    """A URL becomes its local mirror (headers only); anything else stays as it is."""
+    from ckpt_browser.remote import is_url
+
+    if not is_url(path):
+        return path
+    from ckpt_browser.remote.mirror import mirror, public
+
+    with _Progress() as progress:
+        progress.name = f"reading headers of {public(path)}"
+        return mirror(path, cache=not args.no_cache, concurrency=args.concurrency,
+                      timeout=args.timeout, progress=progress.update)
+
+
 def _pick(path: str, choice: str | None):
     """A folder of checkpoints: the one asked for, else the newest. Returns (path, timeline)."""
     from ckpt_browser.readers.timeline import find_checkpoints, is_timeline
@@ -185,7 +222,7 @@ def cmd_inspect(args) -> int:
     from ckpt_browser.readers import load_checkpoint
     from ckpt_browser.readers.load import paused_gc
 
-    path, timeline = _pick(_path(args.path), args.checkpoint)
+    path, timeline = _pick(_local(_path(args.path), args), args.checkpoint)
     ckpt = load_checkpoint(path)
     training = training_state(path)
     if args.json:
@@ -213,6 +250,7 @@ def cmd_check(args) -> int:
     from ckpt_browser.readers.timeline import is_timeline
     from ckpt_browser.report.resume import resume_doc, resume_text, timeline_resume_text
 
+    args.path = _local(args.path, args)
     if is_timeline(args.path):
         from ckpt_browser.analysis.resume import resume_reports
 
@@ -265,7 +303,7 @@ def cmd_stats(args) -> int:
     from ckpt_browser.values.read import ValuesError
     from ckpt_browser.values.stats import tensor_stats
 
-    path, _ = _pick(args.path, args.checkpoint)
+    path, _ = _pick(_local(args.path, args), args.checkpoint)
     side = open_side(path)
     locs = _matching(side, args.names)
     docs, bad = [], 0
@@ -315,6 +353,21 @@ def _matching(side, patterns: list[str]) -> list:
         for x in hits:
             out.setdefault(f"{x.file}:{x.name}", x)
     return list(out.values())
+
+
+class _Shown:
+    """An output stream that shows each remote mirror's path as its URL."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        from ckpt_browser.remote import shown
+
+        return self.stream.write(shown(text))
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 class _Progress:
@@ -375,7 +428,8 @@ def cmd_diff(args) -> int:
     from ckpt_browser.readers.load import paused_gc
 
     with paused_gc():  # two objects per tensor per side, no cycles
-        a, b = _diff_side(args.a, "A"), _diff_side(args.b, "B")
+        a = _diff_side(_local(args.a, args), "A")
+        b = _diff_side(_local(args.b, args), "B")
     with _Progress() as progress:
         result = diff(a, b, opts, progress=progress.update)
     if args.json:
@@ -405,13 +459,14 @@ def cmd_browse(args) -> int:
         if sys.stderr.isatty():  # the screen is not ours yet; 94,000 headers take seconds
             print(_one_line(f"ckpt-browser: reading {args.path[0]} and {args.path[1]} ..."),
                   file=sys.stderr, flush=True)
-        a, b = _diff_side(args.path[0], "A"), _diff_side(args.path[1], "B")
+        a = _diff_side(_local(args.path[0], args), "A")
+        b = _diff_side(_local(args.path[1], args), "B")
         from ckpt_browser.tui.diff_app import DiffApp
 
         app = DiffApp(a, b, Options())
         app.run()
         return app.return_code or EXIT_OK
-    folder = _path(args.path[0] if args.path else None)
+    folder = _local(_path(args.path[0] if args.path else None), args)
     path, timeline = _pick(folder, None)
     layout = open_layout(path)  # fail fast, before the screen is taken
     from ckpt_browser.tui.app import make_app
@@ -423,6 +478,18 @@ def cmd_browse(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from ckpt_browser.remote import is_url
+
+    streams = sys.stdout, sys.stderr
+    if any(is_url(a) for a in argv):  # output names the URL, never the cache folder
+        sys.stdout, sys.stderr = _Shown(sys.stdout), _Shown(sys.stderr)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(argv: list[str]) -> int:
     command = None
     try:
         parser = _parser()

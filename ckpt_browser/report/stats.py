@@ -62,5 +62,5 @@ def stats_text(s, loc) -> str:
 
 
 def error_text(loc, message: str) -> str:
-    return printable(f"{loc.name}  {loc.dtype} {list(loc.shape)}  ({loc.file})\n"
-                     f"  values unreadable: {message}")
+    return (printable(f"{loc.name}  {loc.dtype} {list(loc.shape)}  ({loc.file})") + "\n"
+            + printable(f"  values unreadable: {message}"))

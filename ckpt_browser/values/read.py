@@ -170,10 +170,18 @@ def _stream(p: Piece, first: int, count: int, dtype, itemsize: int, block: int,
 
 
 class _Fd:
+    """A file to read ranges of: local with os.preadv, or inside a remote mirror, where the
+    range is fetched from the remote file (the mirror holds headers only)."""
+
     def __init__(self, path: str):
         self.path = path
 
     def __enter__(self) -> _Fd:
+        from ckpt_browser.remote import range_reader
+
+        self.remote = range_reader(self.path)
+        if self.remote is not None:
+            return self
         try:
             self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         except OSError as e:
@@ -181,23 +189,39 @@ class _Fd:
         return self
 
     def __exit__(self, *exc) -> None:
-        os.close(self.fd)
+        if self.remote is None:
+            os.close(self.fd)
 
     def read_exact(self, offset: int, length: int) -> bytearray:
         buf = bytearray(length)
-        view = memoryview(buf)
+        got = self.readinto(memoryview(buf), offset)
+        if got < length:
+            raise ValuesError(f"{self.path}: the file ends at byte {offset + got:,}, before "
+                              f"the {length:,} bytes wanted from byte {offset:,} (truncated?)")
+        return buf
+
+    def readinto(self, view: memoryview, offset: int) -> int:
+        """Fill `view` from byte `offset`; fewer bytes only at the end of the file."""
+        if self.remote is not None:
+            from ckpt_browser.errors import CheckpointError
+
+            try:
+                data = self.remote(offset, len(view))
+            except CheckpointError as e:
+                raise ValuesError(str(e)) from None
+            view.cast("B")[:len(data)] = data
+            return len(data)
         got = 0
-        while got < length:
+        while got < len(view):
             try:
                 n = os.preadv(self.fd, [view[got:]], offset + got)
             except OSError as e:
                 raise ValuesError(f"{self.path}: read failed at byte {offset + got:,}: "
                                   f"{e.strerror or e}") from None
             if n == 0:
-                raise ValuesError(f"{self.path}: the file ends at byte {offset + got:,}, before "
-                                  f"the {length:,} bytes wanted from byte {offset:,} (truncated?)")
+                break
             got += n
-        return buf
+        return got
 
 
 # -- DCP chunks: a torch.save archive inside the rank file -----------------------------------
@@ -264,7 +288,7 @@ class _Window(io.RawIOBase):
     def readinto(self, b) -> int:
         n = max(0, min(len(b), self.length - self.pos))
         if n:
-            got = os.preadv(self.fd.fd, [memoryview(b)[:n]], self.start + self.pos)
+            got = self.fd.readinto(memoryview(b)[:n], self.start + self.pos)
             self.pos += got
             return got
         return 0

@@ -11,7 +11,11 @@ from ckpt_browser.tui.state import BrowseState
 
 
 def short_path(path: str, room: int) -> str:
-    """Keep the end of a long path (the checkpoint's own name) on one line."""
+    """Keep the end of a long path (the checkpoint's own name) on one line; a remote
+    checkpoint shows its URL, not the cache folder that mirrors it."""
+    from ckpt_browser.remote import shown
+
+    path = shown(path)
     return path if len(path) <= room else "…" + path[-(room - 1):]
 
 

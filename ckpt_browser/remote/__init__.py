@@ -1,0 +1,54 @@
+"""Remote checkpoints (s3://, gs://, hf://, https://) through fsspec, reading only headers.
+
+A URL is turned into a local *mirror*: a folder in the cache with the same names and sizes,
+whose files are sparse and hold only the bytes the readers need (safetensors headers, zip
+structure, small JSON and pickles, DCP metadata). Every reader then runs unchanged on the
+mirror, and so reads exactly the ranges that were fetched. Tensor bytes are fetched only when
+values are asked for (`stats`, `diff --values`, the `v` key), straight into memory, through
+`range_reader`. Output shows the URL, never the mirror's path.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+_LOCK = threading.Lock()
+# mirror root (local folder) -> (filesystem, remote root path, URL as shown)
+_MIRRORS: dict[str, tuple[object, str, str]] = {}
+
+
+def is_url(path: str | None) -> bool:
+    return bool(path) and bool(_URL.match(path)) and not path.startswith("file://")
+
+
+def register(local_root: str, fs, remote_root: str, shown: str) -> None:
+    with _LOCK:
+        _MIRRORS[local_root] = (fs, remote_root, shown)
+
+
+def range_reader(path: str):
+    """For a file inside a mirror: a function (offset, length) -> bytes reading the remote
+    file; None for a local file."""
+    for root, (fs, remote, _) in list(_MIRRORS.items()):
+        if path == root or path.startswith(root + "/"):
+            target = remote + path[len(root):]
+            return lambda offset, length: _cat(fs, target, offset, length)
+    return None
+
+
+def _cat(fs, target: str, offset: int, length: int) -> bytes:
+    from ckpt_browser.remote.errors import remote_errors
+    from ckpt_browser.remote.fs import read_bytes
+
+    with remote_errors(target):
+        return read_bytes(fs, target, offset, offset + length)
+
+
+def shown(text: str) -> str:
+    """`text` with every mirror path replaced by its URL."""
+    for root, (_, _, url) in list(_MIRRORS.items()):
+        if root in text:
+            text = text.replace(root, url.rstrip("/"))
+    return text

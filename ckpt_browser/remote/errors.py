@@ -1,0 +1,54 @@
+"""Remote failures as one-line CheckpointErrors naming the URL, never a traceback or a secret."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from ckpt_browser.errors import CheckpointError, PathNotFound
+
+EXTRA = "pip install 'ckpt-browser[remote]'"
+
+
+class RemoteError(CheckpointError):
+    pass
+
+
+def _why(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text[:200] or type(e).__name__
+
+
+@contextmanager
+def remote_errors(where: str, timeout: float | None = None):
+    """Translate what fsspec and its backends raise into one line about `where`."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except FileNotFoundError:
+        raise PathNotFound(where, "no such file or folder") from None
+    except PermissionError as e:
+        raise RemoteError(where, f"access denied ({_why(e)})") from None
+    except ImportError as e:
+        raise RemoteError(where, f"needs a filesystem that is not installed ({_why(e)}); "
+                          f"install it with: {EXTRA}") from None
+    except (TimeoutError,) as e:
+        raise RemoteError(where, f"timed out after {timeout or '?'} s ({_why(e)})") from None
+    except ValueError as e:
+        if "range" in str(e).lower():
+            raise RemoteError(where, "the server does not honour Range requests; refusing to "
+                              "download whole files") from None
+        raise RemoteError(where, f"cannot read: {_why(e)}") from None
+    except OSError as e:
+        raise RemoteError(where, f"cannot read: {_why(e)}") from None
+    except Exception as e:  # noqa: BLE001 - aiohttp, botocore ... each have their own classes
+        name = type(e).__name__
+        if "Timeout" in name:
+            raise RemoteError(where, f"timed out after {timeout or '?'} s") from None
+        if "Disconnect" in name or "Payload" in name or "Connection" in name:
+            raise RemoteError(where, f"the connection was lost ({name})") from None
+        if "AccessDenied" in str(e) or "Forbidden" in str(e) or "403" in str(e):
+            raise RemoteError(where, "access denied") from None
+        if "NoSuchBucket" in str(e) or "NoSuchKey" in str(e) or "404" in str(e):
+            raise PathNotFound(where, "no such file or folder") from None
+        raise RemoteError(where, f"cannot read: {name}: {_why(e)}") from None

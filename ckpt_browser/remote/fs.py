@@ -1,0 +1,157 @@
+"""The few filesystem calls the mirror makes, over fsspec: open, list, stat, read a range.
+
+HTTP gets its own range read: fsspec's `cat_file` reads whatever body comes back, so a server
+that ignores `Range` would send a whole shard. Here a 200 answer to a range request is refused
+unless the file is no longer than what was asked for.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ckpt_browser.remote.errors import EXTRA, RemoteError, remote_errors
+
+VERSION_KEYS = ("ETag", "etag", "md5Hash", "blob_id", "LastModified", "last_modified",
+                "updated", "mtime")
+_CONTENT_RANGE = re.compile(r"bytes\s+\d+-\d+/(\d+)")
+
+
+def _http(fs) -> bool:
+    return type(fs).__name__ == "HTTPFileSystem"
+
+
+def open_fs(url: str, timeout: float):
+    from ckpt_browser.remote.mirror import public
+
+    shown = public(url)
+    try:
+        import fsspec
+    except ImportError:
+        raise RemoteError(shown, f"remote paths need fsspec: {EXTRA}") from None
+    protocol = url.split("://", 1)[0].lower()
+    options: dict = {}
+    if protocol in ("http", "https"):
+        import aiohttp
+
+        options["client_kwargs"] = {"timeout": aiohttp.ClientTimeout(total=timeout)}
+    elif protocol in ("s3", "s3a"):
+        options["config_kwargs"] = {"connect_timeout": timeout, "read_timeout": timeout,
+                                    "retries": {"max_attempts": 2}}
+    with remote_errors(shown, timeout):
+        try:
+            fs, root = fsspec.core.url_to_fs(url, **options)
+        except (ImportError, ValueError) as e:
+            if isinstance(e, ValueError) and "protocol" not in str(e).lower():
+                raise
+            raise RemoteError(shown, f"{protocol}:// needs a filesystem that is not "
+                              f"installed; install it with: {EXTRA}") from None
+    if _http(fs):
+        root = url  # HTTP paths are whole URLs
+    return fs, root
+
+
+def version(info: dict) -> str | None:
+    for key in VERSION_KEYS:
+        if info.get(key) is not None:
+            return f"{key}:{info[key]}"
+    return None
+
+
+def info(fs, path: str) -> tuple[int | None, str | None]:
+    got = fs.info(path)
+    size = got.get("size")
+    return (int(size) if size is not None else None), version(got)
+
+
+def entries(fs, root: str, depth: int, cap: int) -> tuple[str, list]:
+    """("folder", [(relative name, size, version)]) or ("file", [])."""
+    if _http(fs):
+        return _http_entries(fs, root, depth, cap)
+    got = fs.info(root)
+    if got.get("type") != "directory":
+        return "file", []
+    found = fs.find(root, withdirs=False, detail=True)
+    if len(found) > cap:
+        raise RemoteError(root, f"holds more than {cap:,} files; name one checkpoint inside it")
+    prefix = root.rstrip("/") + "/"
+    out = []
+    for path, meta in found.items():
+        rel = path[len(prefix):] if path.startswith(prefix) else path.rpartition("/")[2]
+        if rel and rel.count("/") < depth:
+            size = meta.get("size")
+            out.append((rel, int(size) if size is not None else None, version(meta)))
+    return "folder", sorted(out)
+
+
+def _http_entries(fs, root: str, depth: int, cap: int) -> tuple[str, list]:
+    if not root.endswith("/"):
+        return "file", []
+    out, todo = [], [(root, 0)]
+    while todo:
+        folder, level = todo.pop()
+        for e in fs.ls(folder, detail=True):
+            name = e["name"]
+            if not name.startswith(root):
+                continue
+            if e.get("type") == "directory" or name.endswith("/"):
+                if level + 1 < depth:
+                    todo.append((name if name.endswith("/") else name + "/", level + 1))
+                continue
+            out.append((name[len(root):], e.get("size"), version(e)))
+            if len(out) > cap:
+                raise RemoteError(root, f"holds more than {cap:,} files; name one checkpoint "
+                                  "inside it")
+    return "folder", sorted(out)
+
+
+def read_range(fs, path: str, start: int, end: int, size: int | None) -> tuple[bytes, int]:
+    """Bytes [start, end) and the file's size."""
+    if end <= start and size is not None:
+        return b"", size
+    if _http(fs):
+        from fsspec.asyn import sync
+
+        return sync(fs.loop, _http_range, fs, path, start, end)
+    data = fs.cat_file(path, start=start, end=end)
+    if size is None:
+        size = int(fs.size(path))
+    return data, size
+
+
+def read_bytes(fs, path: str, start: int, end: int) -> bytes:
+    """Bytes [start, end), without asking for the file's size."""
+    if _http(fs):
+        from fsspec.asyn import sync
+
+        return sync(fs.loop, _http_range, fs, path, start, end)[0]
+    return fs.cat_file(path, start=start, end=end)
+
+
+async def _http_range(fs, url: str, start: int, end: int) -> tuple[bytes, int]:
+    session = await fs.set_session()
+    headers = {"Range": f"bytes={start}-{max(start, end - 1)}"}
+    async with session.get(fs.encode_url(url), headers=headers, **fs.kwargs) as r:
+        if r.status == 404:
+            raise FileNotFoundError(url)
+        if r.status in (401, 403):
+            raise PermissionError(f"HTTP {r.status}")
+        if r.status == 416:  # asked past the end: an empty file
+            total = re.search(r"/(\d+)", r.headers.get("Content-Range", ""))
+            return b"", int(total.group(1)) if total else 0
+        r.raise_for_status()
+        if r.status == 206:
+            m = _CONTENT_RANGE.search(r.headers.get("Content-Range", ""))
+            data = await r.content.read(end - start)
+            while len(data) < end - start:
+                more = await r.content.read(end - start - len(data))
+                if not more:
+                    break
+                data += more
+            total = int(m.group(1)) if m else None
+            if total is None:
+                raise ValueError("range answer without Content-Range")
+            return data, total
+        length = r.headers.get("Content-Length")
+        if start == 0 and length is not None and int(length) <= end:
+            return await r.read(), int(length)  # the whole file is what was asked for
+        raise ValueError("the server does not honour Range requests")

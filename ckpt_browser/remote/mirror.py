@@ -1,0 +1,273 @@
+"""Mirror a remote checkpoint's structure into the cache: names, sizes, and only needed bytes.
+
+Per file, by what the readers will read:
+- `*.safetensors`: one speculative read of the first 128 KiB, and a second only when the
+  header is longer;
+- a file of 16 MiB or less (JSON, markers, DCP `.metadata`, small torch files): whole;
+- a larger torch zip: its head, its end record and central directory, data.pkl, and each
+  storage record's local header (ranges close together are fetched as one);
+- DCP rank files: the byte ranges of their non-tensor items, after `.metadata` is read;
+- anything else: nothing (the mirror file is sparse: right size, no data).
+Requests run on a pool of `concurrency` threads. The manifest records each file's size and
+version (ETag, else mtime): reopening lists again but fetches only what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from ckpt_browser.remote import register
+from ckpt_browser.remote.errors import RemoteError, remote_errors
+
+SPECULATIVE = 128 * 1024
+SMALL = 16 * 2**20
+MAX_HEADER = 100_000_000  # the safetensors limit
+MAX_FILES = 20_000
+MAX_DEPTH = 6
+ZIP_TAIL = 65_535 + 22 + 20 + 56  # longest comment, end record, zip64 locator and record
+ZIP_HEAD = 64 * 1024
+LOCAL_HEADER_MAX = 30 + 1024  # fixed part, name and extra field of one local header
+MAX_ZIP_RANGES = 100_000
+COALESCE = 64 * 1024
+MAX_DCP_BYTES = 64 * 2**20
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".tar", ".zip")
+MANIFEST = ".ckpt-browser-mirror.json"
+
+
+def cache_root() -> str:
+    base = os.environ.get("CKPT_BROWSER_CACHE")
+    if base:
+        return base
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "ckpt-browser", "remote")
+
+
+def public(url: str) -> str:
+    """The URL without user:password@ or a query string (tokens): safe to show and to hash."""
+    scheme, _, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    host = host.rpartition("@")[2]
+    return f"{scheme}://{host}{slash}{path.split('?')[0].split('#')[0]}"
+
+
+def mirror(url: str, *, cache: bool = True, concurrency: int = 16, timeout: float = 60.0,
+           progress: Callable[[int, int], None] | None = None) -> str:
+    """The local path that stands for `url` (a folder or a file in the mirror)."""
+    from ckpt_browser.remote.fs import open_fs
+
+    shown = public(url)
+    fs, root = open_fs(url, timeout)
+    base = cache_root() if cache else tempfile.mkdtemp(prefix="ckpt-browser-")
+    local = os.path.join(base, hashlib.sha256(shown.encode()).hexdigest()[:24])
+    m = _Mirror(fs, root, local, shown, concurrency, timeout)
+    with remote_errors(shown, timeout):
+        kind, files = m.listing()
+        m.fetch(files, progress)
+    folder_url = shown.rstrip("/") if kind == "folder" else shown.rpartition("/")[0]
+    register(local, fs, m.root, folder_url)
+    if not cache:
+        import atexit
+
+        atexit.register(shutil.rmtree, base, True)
+    return local if kind == "folder" else os.path.join(local, files[0][0])
+
+
+class _Mirror:
+    def __init__(self, fs, root: str, local: str, shown: str, concurrency: int,
+                 timeout: float):
+        self.fs, self.local, self.shown = fs, local, shown
+        self.given = root  # as the URL said: a trailing slash marks an HTTP folder
+        self.root = root.rstrip("/")
+        self.slots = threading.BoundedSemaphore(concurrency)
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.old = _load_manifest(os.path.join(local, MANIFEST))
+        self.new: dict[str, dict] = {}
+        self.lock = threading.Lock()
+
+    # -- listing -------------------------------------------------------------------------------
+
+    def listing(self) -> tuple[str, list[tuple[str, int | None, str | None]]]:
+        """("folder" | "file", [(relative name, size, version)]), within the caps."""
+        from ckpt_browser.remote.fs import entries, info
+
+        kind, found = entries(self.fs, self.given, MAX_DEPTH, MAX_FILES)
+        if kind == "file":
+            self.root, name = self.root.rpartition("/")[0], self.root.rpartition("/")[2]
+            found = [(name, *info(self.fs, f"{self.root}/{name}"))]
+        return kind, found
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    def fetch(self, files, progress) -> None:
+        os.makedirs(self.local, exist_ok=True)
+        plain = [f for f in files if not f[0].endswith(".distcp")]
+        ranks = [f for f in files if f[0].endswith(".distcp")]
+        done = 0
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            for _ in pool.map(self._file, plain):
+                done += 1
+                if progress:
+                    progress(done, len(plain))
+        for name, size, version in ranks:
+            self._sparse(name, size)
+            self.new[name] = {"size": size, "version": version}
+        self._dcp_items([r[0] for r in ranks])
+        self._forget_others()
+        _save_manifest(os.path.join(self.local, MANIFEST), self.shown, self.new)
+
+    def _forget_others(self) -> None:
+        """Files gone from the remote folder since the last visit go from the mirror too."""
+        for folder, _, names in os.walk(self.local):
+            for n in names:
+                rel = os.path.relpath(os.path.join(folder, n), self.local)
+                if rel != MANIFEST and rel not in self.new:
+                    os.remove(os.path.join(folder, n))
+
+    def _file(self, entry) -> None:
+        name, size, version = entry
+        old = self.old.get(name)
+        path = os.path.join(self.local, name)
+        if (old and version is not None and old.get("version") == version
+                and old.get("size") == size and os.path.exists(path)
+                and (size is None or os.path.getsize(path) == size)):
+            with self.lock:
+                self.new[name] = old
+            return
+        if os.path.lexists(path):  # changed since: no stale bytes may survive
+            os.remove(path)
+        size = self._plan(name, size)
+        with self.lock:
+            self.new[name] = {"size": size, "version": version}
+
+    def _plan(self, name: str, size: int | None) -> int:
+        """Fetch what the readers need of one file; returns its size."""
+        first = SPECULATIVE if name.endswith(".safetensors") else (
+            ZIP_HEAD if name.endswith(TORCH_SUFFIXES) and (size or 0) > SMALL else SMALL)
+        head, size = self._read(name, 0, first if size is None else min(first, size), size)
+        self._sparse(name, size)
+        self._write(name, 0, head)
+        if name.endswith(".safetensors") and len(head) >= 8:
+            need = 8 + int.from_bytes(head[:8], "little")
+            if len(head) < need <= min(size, 8 + MAX_HEADER):
+                more, _ = self._read(name, len(head), need, size)
+                self._write(name, len(head), more)
+        elif len(head) < size and head.startswith(b"PK\x03\x04"):
+            self._zip(name, size)
+        return size
+
+    def _zip(self, name: str, size: int) -> None:
+        """End record, central directory, and what the torch-zip reader reads of each entry."""
+        start = max(0, size - ZIP_TAIL)
+        tail, _ = self._read(name, start, size, size)
+        self._write(name, start, tail)
+        path = os.path.join(self.local, name)
+        with open(path, "rb") as f:
+            end = zipfile._EndRecData(f)
+            if end is None:
+                return  # the reader will say: truncated zip
+            cd_start = max(0, end[zipfile._ECD_OFFSET])
+            cd_end = min(start, cd_start + end[zipfile._ECD_SIZE])
+        if cd_start < cd_end:
+            self._write(name, cd_start, self._read(name, cd_start, cd_end, size)[0])
+        try:
+            with open(path, "rb") as f:
+                infos = zipfile.ZipFile(f).infolist()[:MAX_ZIP_RANGES]
+        except (zipfile.BadZipFile, ValueError, OSError):
+            return
+        ranges = []
+        for i in infos:
+            small = "/data/" not in i.filename or i.filename.endswith("data.pkl")
+            stop = i.header_offset + LOCAL_HEADER_MAX + (i.file_size if small else 0)
+            ranges.append((i.header_offset, min(size, stop)))
+        self._read_ranges(name, ranges, size)
+
+    def _read_ranges(self, name: str, ranges, size) -> None:
+        merged: list[list[int]] = []
+        for a, b in sorted(ranges):
+            if merged and a <= merged[-1][1] + COALESCE:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+
+        def one(r):
+            data, _ = self._read(name, r[0], r[1], size)
+            self._write(name, r[0], data)
+
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            list(pool.map(one, merged))
+
+    def _dcp_items(self, ranks: list[str]) -> None:
+        """Non-tensor DCP items (steps, loader state, param groups) live in the rank files."""
+        from ckpt_browser.readers.dcp import read_dcp
+
+        folders = sorted({os.path.dirname(r) for r in ranks})
+        for folder in folders:
+            if not os.path.exists(os.path.join(self.local, folder, ".metadata")):
+                continue
+            d = read_dcp(os.path.join(self.local, folder), folder)
+            budget = MAX_DCP_BYTES
+            by_file: dict[str, list] = {}
+            for e in d.entries.values():
+                if e.kind != "bytes":
+                    continue
+                for c in e.chunks:
+                    if c.file is None or c.offset is None or c.length > budget:
+                        continue
+                    budget -= c.length
+                    by_file.setdefault(c.file, []).append((c.offset, c.offset + c.length))
+            for file, ranges in by_file.items():
+                rel = f"{folder}/{file}" if folder else file
+                size = (self.new.get(rel) or {}).get("size")
+                if size is not None:
+                    self._read_ranges(rel, ranges, size)
+
+    # -- bytes ---------------------------------------------------------------------------------
+
+    def _read(self, name: str, start: int, end: int, size: int | None) -> tuple[bytes, int]:
+        """Bytes [start, end) of a remote file and the file's size."""
+        from ckpt_browser.remote.fs import read_range
+
+        with self.slots, remote_errors(f"{self.shown.rstrip('/')}/{name}", self.timeout):
+            return read_range(self.fs, f"{self.root}/{name}", start, end, size)
+
+    def _sparse(self, name: str, size: int) -> None:
+        path = os.path.join(self.local, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "ab") as f:
+            if os.fstat(f.fileno()).st_size != size:
+                f.truncate(size)
+
+    def _write(self, name: str, offset: int, data: bytes) -> None:
+        fd = os.open(os.path.join(self.local, name), os.O_WRONLY)
+        try:
+            os.pwrite(fd, data, offset)
+        finally:
+            os.close(fd)
+
+
+def _load_manifest(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        return doc.get("files", {}) if isinstance(doc, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_manifest(path: str, url: str, files: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"url": url, "files": files}, f)
+    os.replace(tmp, path)
+
+
+__all__ = ["RemoteError", "cache_root", "mirror", "public"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 
 from ckpt_browser.errors import CheckpointError, PathNotFound
@@ -13,8 +14,12 @@ class RemoteError(CheckpointError):
     pass
 
 
+_SECRETS = re.compile(r"(?<=://)[^/\s@]+@|\?[^\s'\"]*")  # user:password@, ?query=token
+
+
 def _why(e: BaseException) -> str:
-    text = " ".join(str(e).split())
+    """The exception's message on one line, without credentials a URL in it may carry."""
+    text = _SECRETS.sub("", " ".join(str(e).split()))
     return text[:200] or type(e).__name__
 
 

@@ -112,11 +112,10 @@ class _Mirror:
         plain = [f for f in files if not f[0].endswith(".distcp")]
         ranks = [f for f in files if f[0].endswith(".distcp")]
         done = 0
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            for _ in pool.map(self._file, plain):
-                done += 1
-                if progress:
-                    progress(done, len(plain))
+        for _ in _pooled(self._file, plain, self.concurrency):
+            done += 1
+            if progress:
+                progress(done, len(plain))
         for name, size, version in ranks:
             self._sparse(name, size)
             self.new[name] = {"size": size, "version": version}
@@ -202,8 +201,8 @@ class _Mirror:
             data, _ = self._read(name, r[0], r[1], size)
             self._write(name, r[0], data)
 
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            list(pool.map(one, merged))
+        for _ in _pooled(one, merged, self.concurrency):
+            pass
 
     def _dcp_items(self, ranks: list[str]) -> None:
         """Non-tensor DCP items (steps, loader state, param groups) live in the rank files."""
@@ -252,6 +251,17 @@ class _Mirror:
             os.pwrite(fd, data, offset)
         finally:
             os.close(fd)
+
+
+def _pooled(work, items, threads: int):
+    """map on a thread pool; Ctrl-C or an error drops the requests not yet started."""
+    pool = ThreadPoolExecutor(threads)
+    try:
+        yield from pool.map(work, items)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _load_manifest(path: str) -> dict:

@@ -47,8 +47,10 @@ def _cat(fs, target: str, offset: int, length: int) -> bytes:
 
 
 def shown(text: str) -> str:
-    """`text` with every mirror path replaced by its URL."""
+    """`text` with every mirror path replaced by its URL: the mirror's own path by the URL
+    exactly as given, paths inside it by the URL's folder plus the rest."""
     for root, (_, _, url) in list(_MIRRORS.items()):
         if root in text:
-            text = text.replace(root, url.rstrip("/"))
+            text = re.sub(re.escape(root) + r"(?=/)", lambda _: url.rstrip("/"), text)
+            text = text.replace(root, url)
     return text

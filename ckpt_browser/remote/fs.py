@@ -58,18 +58,21 @@ def version(info: dict) -> str | None:
 
 
 def info(fs, path: str) -> tuple[int | None, str | None]:
-    got = fs.info(path)
+    return _stat(fs.info(path))
+
+
+def _stat(got: dict) -> tuple[int | None, str | None]:
     size = got.get("size")
     return (int(size) if size is not None else None), version(got)
 
 
 def entries(fs, root: str, depth: int, cap: int) -> tuple[str, list]:
-    """("folder", [(relative name, size, version)]) or ("file", [])."""
+    """("folder", [(relative name, size, version)]) or ("file", [(size, version)])."""
     if _http(fs):
         return _http_entries(fs, root, depth, cap)
     got = fs.info(root)
     if got.get("type") != "directory":
-        return "file", []
+        return "file", [_stat(got)]
     found = fs.find(root, withdirs=False, detail=True)
     if len(found) > cap:
         raise RemoteError(root, f"holds more than {cap:,} files; name one checkpoint inside it")
@@ -84,8 +87,11 @@ def entries(fs, root: str, depth: int, cap: int) -> tuple[str, list]:
 
 
 def _http_entries(fs, root: str, depth: int, cap: int) -> tuple[str, list]:
-    if not root.endswith("/"):
-        return "file", []
+    if not root.endswith("/"):  # a folder answers with its HTML listing
+        got = fs.info(root)
+        if got.get("mimetype") != "text/html":
+            return "file", [_stat(got)]
+        root += "/"
     out, todo = [], [(root, 0)]
     while todo:
         folder, level = todo.pop()
@@ -104,10 +110,11 @@ def _http_entries(fs, root: str, depth: int, cap: int) -> tuple[str, list]:
     return "folder", sorted(out)
 
 
-def read_range(fs, path: str, start: int, end: int, size: int | None) -> tuple[bytes, int]:
-    """Bytes [start, end) and the file's size."""
+def read_range(fs, path: str, start: int, end: int,
+               size: int | None) -> tuple[bytes, int, str | None]:
+    """Bytes [start, end), the file's size, and its version when the answer says it."""
     if end <= start and size is not None:
-        return b"", size
+        return b"", size, None
     if _http(fs):
         from fsspec.asyn import sync
 
@@ -115,7 +122,7 @@ def read_range(fs, path: str, start: int, end: int, size: int | None) -> tuple[b
     data = fs.cat_file(path, start=start, end=end)
     if size is None:
         size = int(fs.size(path))
-    return data, size
+    return data, size, None
 
 
 def read_bytes(fs, path: str, start: int, end: int) -> bytes:
@@ -127,7 +134,14 @@ def read_bytes(fs, path: str, start: int, end: int) -> bytes:
     return fs.cat_file(path, start=start, end=end)
 
 
-async def _http_range(fs, url: str, start: int, end: int) -> tuple[bytes, int]:
+def _version_of(headers) -> str | None:
+    for key in ("ETag", "Last-Modified"):
+        if headers.get(key):
+            return f"{key}:{headers[key]}"
+    return None
+
+
+async def _http_range(fs, url: str, start: int, end: int) -> tuple[bytes, int, str | None]:
     session = await fs.set_session()
     headers = {"Range": f"bytes={start}-{max(start, end - 1)}"}
     async with session.get(fs.encode_url(url), headers=headers, **fs.kwargs) as r:
@@ -137,7 +151,7 @@ async def _http_range(fs, url: str, start: int, end: int) -> tuple[bytes, int]:
             raise PermissionError(f"HTTP {r.status}")
         if r.status == 416:  # asked past the end: an empty file
             total = re.search(r"/(\d+)", r.headers.get("Content-Range", ""))
-            return b"", int(total.group(1)) if total else 0
+            return b"", int(total.group(1)) if total else 0, _version_of(r.headers)
         r.raise_for_status()
         if r.status == 206:
             m = _CONTENT_RANGE.search(r.headers.get("Content-Range", ""))
@@ -150,8 +164,8 @@ async def _http_range(fs, url: str, start: int, end: int) -> tuple[bytes, int]:
             total = int(m.group(1)) if m else None
             if total is None:
                 raise ValueError("range answer without Content-Range")
-            return data, total
+            return data, total, _version_of(r.headers)
         length = r.headers.get("Content-Length")
         if start == 0 and length is not None and int(length) <= end:
-            return await r.read(), int(length)  # the whole file is what was asked for
+            return await r.read(), int(length), _version_of(r.headers)  # all that was asked
         raise ValueError("the server does not honour Range requests")

@@ -66,13 +66,13 @@ def mirror(url: str, *, cache: bool = True, concurrency: int = 16, timeout: floa
     shown = public(url)
     fs, root = open_fs(url, timeout)
     base = cache_root() if cache else tempfile.mkdtemp(prefix="ckpt-browser-")
-    local = os.path.join(base, hashlib.sha256(shown.encode()).hexdigest()[:24])
-    m = _Mirror(fs, root, local, shown, concurrency, timeout)
+    m = _Mirror(fs, root, shown, concurrency, timeout)
     with remote_errors(shown, timeout):
         kind, files = m.listing()
-        m.fetch(files, progress)
-    folder_url = shown.rstrip("/") if kind == "folder" else shown.rpartition("/")[0]
-    register(local, fs, m.root, folder_url)
+        local = os.path.join(base, hashlib.sha256(shown.encode()).hexdigest()[:24],
+                             *_tail(m.root))
+        m.fetch(local, files, progress)
+    register(local, fs, m.root, shown if kind == "folder" else shown.rpartition("/")[0])
     if not cache:
         import atexit
 
@@ -80,16 +80,24 @@ def mirror(url: str, *, cache: bool = True, concurrency: int = 16, timeout: floa
     return local if kind == "folder" else os.path.join(local, files[0][0])
 
 
+def _tail(root: str) -> list[str]:
+    """The last two folder names of the remote path: detection reads names such as
+    checkpoint-500, step-10, global_step4 or a run folder above an iteration folder."""
+    parts = [p for p in root.split("://")[-1].rstrip("/").split("/") if p not in ("", ".", "..")]
+    return parts[-2:]
+
+
 class _Mirror:
-    def __init__(self, fs, root: str, local: str, shown: str, concurrency: int,
-                 timeout: float):
-        self.fs, self.local, self.shown = fs, local, shown
+    def __init__(self, fs, root: str, shown: str, concurrency: int, timeout: float):
+        self.fs, self.shown = fs, shown
+        self.folder_shown = shown.rstrip("/")  # the URL of the folder the names are in
         self.given = root  # as the URL said: a trailing slash marks an HTTP folder
         self.root = root.rstrip("/")
         self.slots = threading.BoundedSemaphore(concurrency)
         self.concurrency = concurrency
         self.timeout = timeout
-        self.old = _load_manifest(os.path.join(local, MANIFEST))
+        self.local = ""
+        self.old: dict = {}
         self.new: dict[str, dict] = {}
         self.lock = threading.Lock()
 
@@ -97,17 +105,20 @@ class _Mirror:
 
     def listing(self) -> tuple[str, list[tuple[str, int | None, str | None]]]:
         """("folder" | "file", [(relative name, size, version)]), within the caps."""
-        from ckpt_browser.remote.fs import entries, info
+        from ckpt_browser.remote.fs import entries
 
         kind, found = entries(self.fs, self.given, MAX_DEPTH, MAX_FILES)
         if kind == "file":
             self.root, name = self.root.rpartition("/")[0], self.root.rpartition("/")[2]
-            found = [(name, *info(self.fs, f"{self.root}/{name}"))]
+            self.folder_shown = self.shown.rpartition("/")[0]
+            found = [(name, *found[0])]
         return kind, found
 
     # -- fetching ------------------------------------------------------------------------------
 
-    def fetch(self, files, progress) -> None:
+    def fetch(self, local: str, files, progress) -> None:
+        self.local = local
+        self.old = _load_manifest(os.path.join(local, MANIFEST))
         os.makedirs(self.local, exist_ok=True)
         plain = [f for f in files if not f[0].endswith(".distcp")]
         ranks = [f for f in files if f[0].endswith(".distcp")]
@@ -135,6 +146,11 @@ class _Mirror:
         name, size, version = entry
         old = self.old.get(name)
         path = os.path.join(self.local, name)
+        if old and version is None:  # an HTTP listing says nothing: ask (a HEAD, no body)
+            from ckpt_browser.remote.fs import info
+
+            with self.slots, remote_errors(f"{self.folder_shown}/{name}", self.timeout):
+                size, version = info(self.fs, f"{self.root}/{name}")
         if (old and version is not None and old.get("version") == version
                 and old.get("size") == size and os.path.exists(path)
                 and (size is None or os.path.getsize(path) == size)):
@@ -143,30 +159,31 @@ class _Mirror:
             return
         if os.path.lexists(path):  # changed since: no stale bytes may survive
             os.remove(path)
-        size = self._plan(name, size)
+        size, seen = self._plan(name, size)
         with self.lock:
-            self.new[name] = {"size": size, "version": version}
+            self.new[name] = {"size": size, "version": version or seen}
 
-    def _plan(self, name: str, size: int | None) -> int:
-        """Fetch what the readers need of one file; returns its size."""
+    def _plan(self, name: str, size: int | None) -> tuple[int, str | None]:
+        """Fetch what the readers need of one file: its size, and its version if seen."""
         first = SPECULATIVE if name.endswith(".safetensors") else (
             ZIP_HEAD if name.endswith(TORCH_SUFFIXES) and (size or 0) > SMALL else SMALL)
-        head, size = self._read(name, 0, first if size is None else min(first, size), size)
+        head, size, seen = self._read(name, 0, first if size is None else min(first, size),
+                                      size)
         self._sparse(name, size)
         self._write(name, 0, head)
         if name.endswith(".safetensors") and len(head) >= 8:
             need = 8 + int.from_bytes(head[:8], "little")
             if len(head) < need <= min(size, 8 + MAX_HEADER):
-                more, _ = self._read(name, len(head), need, size)
+                more = self._read(name, len(head), need, size)[0]
                 self._write(name, len(head), more)
         elif len(head) < size and head.startswith(b"PK\x03\x04"):
             self._zip(name, size)
-        return size
+        return size, seen
 
     def _zip(self, name: str, size: int) -> None:
         """End record, central directory, and what the torch-zip reader reads of each entry."""
         start = max(0, size - ZIP_TAIL)
-        tail, _ = self._read(name, start, size, size)
+        tail = self._read(name, start, size, size)[0]
         self._write(name, start, tail)
         path = os.path.join(self.local, name)
         with open(path, "rb") as f:
@@ -198,7 +215,7 @@ class _Mirror:
                 merged.append([a, b])
 
         def one(r):
-            data, _ = self._read(name, r[0], r[1], size)
+            data = self._read(name, r[0], r[1], size)[0]
             self._write(name, r[0], data)
 
         for _ in _pooled(one, merged, self.concurrency):
@@ -231,11 +248,12 @@ class _Mirror:
 
     # -- bytes ---------------------------------------------------------------------------------
 
-    def _read(self, name: str, start: int, end: int, size: int | None) -> tuple[bytes, int]:
-        """Bytes [start, end) of a remote file and the file's size."""
+    def _read(self, name: str, start: int, end: int,
+              size: int | None) -> tuple[bytes, int, str | None]:
+        """Bytes [start, end) of a remote file, its size, and its version if the answer said."""
         from ckpt_browser.remote.fs import read_range
 
-        with self.slots, remote_errors(f"{self.shown.rstrip('/')}/{name}", self.timeout):
+        with self.slots, remote_errors(f"{self.folder_shown}/{name}", self.timeout):
             return read_range(self.fs, f"{self.root}/{name}", start, end, size)
 
     def _sparse(self, name: str, size: int) -> None:

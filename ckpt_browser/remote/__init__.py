@@ -31,25 +31,27 @@ def register(local_root: str, fs, remote_root: str, shown: str) -> None:
 def range_reader(path: str):
     """For a file inside a mirror: a function (offset, length) -> bytes reading the remote
     file; None for a local file."""
-    for root, (fs, remote, _) in list(_MIRRORS.items()):
-        if path == root or path.startswith(root + "/"):
-            target = remote + path[len(root):]
-            return lambda offset, length: _cat(fs, target, offset, length)
-    return None
+    roots = [r for r in list(_MIRRORS) if path == r or path.startswith(r + "/")]
+    if not roots:
+        return None
+    root = max(roots, key=len)  # a file registered on its own wins over its folder
+    fs, remote, url = _MIRRORS[root]
+    target, where = remote + path[len(root):], url.rstrip("/") + path[len(root):]
+    return lambda offset, length: _cat(fs, target, where, offset, length)
 
 
-def _cat(fs, target: str, offset: int, length: int) -> bytes:
+def _cat(fs, target: str, where: str, offset: int, length: int) -> bytes:
     from ckpt_browser.remote.errors import remote_errors
     from ckpt_browser.remote.fs import read_bytes
 
-    with remote_errors(target):
+    with remote_errors(where):  # `target` may hold a token; `where` is the URL as shown
         return read_bytes(fs, target, offset, offset + length)
 
 
 def shown(text: str) -> str:
     """`text` with every mirror path replaced by its URL: the mirror's own path by the URL
     exactly as given, paths inside it by the URL's folder plus the rest."""
-    for root, (_, _, url) in list(_MIRRORS.items()):
+    for root, (_, _, url) in sorted(_MIRRORS.items(), key=lambda kv: -len(kv[0])):
         if root in text:
             text = re.sub(re.escape(root) + r"(?=/)", lambda _: url.rstrip("/"), text)
             text = text.replace(root, url)

@@ -155,12 +155,13 @@ async def _http_range(fs, url: str, start: int, end: int) -> tuple[bytes, int, s
         r.raise_for_status()
         if r.status == 206:
             m = _CONTENT_RANGE.search(r.headers.get("Content-Range", ""))
-            data = await r.content.read(end - start)
-            while len(data) < end - start:
-                more = await r.content.read(end - start - len(data))
+            buf = bytearray()  # bytes += bytes would copy the body again on every chunk
+            while len(buf) < end - start:
+                more = await r.content.read(end - start - len(buf))
                 if not more:
                     break
-                data += more
+                buf += more
+            data = bytes(buf)
             total = int(m.group(1)) if m else None
             if total is None:
                 raise ValueError("range answer without Content-Range")

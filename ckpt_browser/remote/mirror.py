@@ -66,18 +66,23 @@ def mirror(url: str, *, cache: bool = True, concurrency: int = 16, timeout: floa
     shown = public(url)
     fs, root = open_fs(url, timeout)
     base = cache_root() if cache else tempfile.mkdtemp(prefix="ckpt-browser-")
+    if not cache:
+        import atexit
+
+        atexit.register(shutil.rmtree, base, True)  # also when the fetch fails
     m = _Mirror(fs, root, shown, concurrency, timeout)
     with remote_errors(shown, timeout):
         kind, files = m.listing()
         local = os.path.join(base, hashlib.sha256(shown.encode()).hexdigest()[:24],
-                             *_tail(m.root))
+                             *_tail(public(m.root) if "://" in m.root else m.root))
         m.fetch(local, files, progress)
-    register(local, fs, m.root, shown if kind == "folder" else shown.rpartition("/")[0])
-    if not cache:
-        import atexit
-
-        atexit.register(shutil.rmtree, base, True)
-    return local if kind == "folder" else os.path.join(local, files[0][0])
+    if kind == "folder":
+        register(local, fs, m.root, shown)
+        return local
+    path = os.path.join(local, files[0][0])
+    register(local, fs, m.root, m.folder_shown)
+    register(path, fs, m.paths[files[0][0]], shown)  # the URL as given: it may be presigned
+    return path
 
 
 def _tail(root: str) -> list[str]:
@@ -99,6 +104,7 @@ class _Mirror:
         self.local = ""
         self.old: dict = {}
         self.new: dict[str, dict] = {}
+        self.paths: dict[str, str] = {}  # name -> remote path, where not root/name
         self.lock = threading.Lock()
 
     # -- listing -------------------------------------------------------------------------------
@@ -108,9 +114,11 @@ class _Mirror:
         from ckpt_browser.remote.fs import entries
 
         kind, found = entries(self.fs, self.given, MAX_DEPTH, MAX_FILES)
-        if kind == "file":
-            self.root, name = self.root.rpartition("/")[0], self.root.rpartition("/")[2]
-            self.folder_shown = self.shown.rpartition("/")[0]
+        if kind == "file":  # named without its query (a presigned URL's token stays out)
+            self.folder_shown, _, name = self.shown.rpartition("/")
+            self.paths[name] = self.given
+            self.root = public(self.given).rpartition("/")[0] if "://" in self.given else \
+                self.given.rpartition("/")[0]
             found = [(name, *found[0])]
         return kind, found
 
@@ -121,6 +129,7 @@ class _Mirror:
         self.old = _load_manifest(os.path.join(local, MANIFEST))
         os.makedirs(self.local, exist_ok=True)
         plain = [f for f in files if not f[0].endswith(".distcp")]
+        plain.sort(key=lambda f: f[0].endswith(".safetensors"))  # a big index must not come last
         ranks = [f for f in files if f[0].endswith(".distcp")]
         done = 0
         for _ in _pooled(self._file, plain, self.concurrency):
@@ -150,7 +159,7 @@ class _Mirror:
             from ckpt_browser.remote.fs import info
 
             with self.slots, remote_errors(f"{self.folder_shown}/{name}", self.timeout):
-                size, version = info(self.fs, f"{self.root}/{name}")
+                size, version = info(self.fs, self.paths.get(name, f"{self.root}/{name}"))
         if (old and version is not None and old.get("version") == version
                 and old.get("size") == size and os.path.exists(path)
                 and (size is None or os.path.getsize(path) == size)):
@@ -165,13 +174,19 @@ class _Mirror:
 
     def _plan(self, name: str, size: int | None) -> tuple[int, str | None]:
         """Fetch what the readers need of one file: its size, and its version if seen."""
-        first = SPECULATIVE if name.endswith(".safetensors") else (
-            ZIP_HEAD if name.endswith(TORCH_SUFFIXES) and (size or 0) > SMALL else SMALL)
+        if name.endswith(".safetensors"):
+            first = SPECULATIVE
+        elif size is None:  # an HTTP listing gives no sizes: the first answer will
+            first = ZIP_HEAD
+        else:
+            first = size if size <= SMALL else ZIP_HEAD
         head, size, seen = self._read(name, 0, first if size is None else min(first, size),
                                       size)
         self._sparse(name, size)
         self._write(name, 0, head)
-        if name.endswith(".safetensors") and len(head) >= 8:
+        if len(head) < size <= SMALL and not name.endswith(".safetensors"):
+            self._write(name, len(head), self._read(name, len(head), size, size)[0])
+        elif name.endswith(".safetensors") and len(head) >= 8:
             need = 8 + int.from_bytes(head[:8], "little")
             if len(head) < need <= min(size, 8 + MAX_HEADER):
                 more = self._read(name, len(head), need, size)[0]
@@ -254,7 +269,8 @@ class _Mirror:
         from ckpt_browser.remote.fs import read_range
 
         with self.slots, remote_errors(f"{self.folder_shown}/{name}", self.timeout):
-            return read_range(self.fs, f"{self.root}/{name}", start, end, size)
+            return read_range(self.fs, self.paths.get(name, f"{self.root}/{name}"), start, end,
+                              size)
 
     def _sparse(self, name: str, size: int) -> None:
         path = os.path.join(self.local, name)

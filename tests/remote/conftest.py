@@ -1,16 +1,20 @@
 """Fixtures for remote checkpoints (issue 7): real servers on loopback, started here.
 
 - `range_server`: the counting HTTP server of `range_server.py` serving `served_root`, a
-  session-wide copy of `sample_checkpoints/` plus two made-up checkpoints: `big/one.safetensors`
-  (a 1 MiB tensor, then a small one past the first 128 KiB) and `wide/wide.safetensors` (a header
-  longer than 128 KiB). `make_range_server(folder)` serves another folder.
+  session-wide copy of some of `sample_checkpoints/` plus three made-up checkpoints:
+  `big/one.safetensors` (a 1 MiB tensor, then a small one past the first 128 KiB),
+  `wide/wide.safetensors` (a header longer than 128 KiB) and `bigpt/pytorch_model.bin` (a torch
+  zip over the 16 MiB "fetch whole" bound). `make_range_server(folder)` serves another folder.
 - `s3_server`: moto's S3 API in server mode on 127.0.0.1 (once per session, in a thread), bucket
   `ckpts` holding every file of `sample_checkpoints/` under its relative path; per test it sets
   the standard AWS variables (endpoint, region, a fake key pair whose secret is `SECRET`).
-- every test gets its own `CKPT_BROWSER_CACHE` (the `cache_dir` fixture) and no AWS config files.
+  `.object_reads()` lists the keys read since the test started (from moto's request log).
+- every test gets its own `CKPT_BROWSER_CACHE` (the `cache_dir` fixture), no proxy, no AWS
+  config files, no instance metadata.
 
-The CLI is run as a real process (`run_cli`), with the environment the fixtures set: fsspec
-keeps filesystem instances per process, a subprocess starts clean.
+The CLI is run as a real process (`run_cli`) with the environment the fixtures set: fsspec keeps
+filesystem instances per process, a subprocess starts clean. The local runs the remote ones are
+compared with (`local_json`) run in this process, once per session.
 """
 
 from __future__ import annotations
@@ -189,15 +193,30 @@ def write_wide(folder: Path) -> Path:
     return path
 
 
+def write_big_torch(folder: Path) -> Path:
+    """bigpt/pytorch_model.bin: a torch zip over the 16 MiB "fetch whole" bound, a 18 MB tensor
+    `w` then a small `b`."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    g = torch.Generator().manual_seed(5)
+    path = folder / "pytorch_model.bin"
+    torch.save({"w": torch.randn(4_500_000, generator=g), "b": torch.randn(10, generator=g)},
+               str(path))
+    assert path.stat().st_size > SMALL_WHOLE
+    return path
+
+
 @pytest.fixture(scope="session")
 def served_root(tmp_path_factory) -> Path:
-    """A copy of the samples the remote tests use, plus big/ and wide/. Not to be modified:
+    """A copy of the samples the remote tests use, plus big/, wide/ and bigpt/. Not to be modified:
     tests that change files copy what they need into their own tmp_path."""
     root = tmp_path_factory.mktemp("served")
     for name in SERVED_SAMPLES:
         shutil.copytree(SAMPLES / name, root / name, copy_function=shutil.copy2)
     write_big(root / "big")
     write_wide(root / "wide")
+    write_big_torch(root / "bigpt")
     return root
 
 
@@ -298,7 +317,10 @@ def _moto():
     s3.create_bucket(Bucket=BUCKET)
     for path in sorted(SAMPLES.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
-            s3.upload_file(str(path), BUCKET, path.relative_to(SAMPLES).as_posix())
+            try:
+                s3.upload_file(str(path), BUCKET, path.relative_to(SAMPLES).as_posix())
+            except FileNotFoundError:  # dcp-ranks/ may be rewritten by make_training_samples.py
+                pass
     moto.reset_requests()
     yield moto
     server.stop()

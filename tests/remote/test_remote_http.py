@@ -112,6 +112,41 @@ def test_inspect_of_a_1_mib_shard_reads_128_kib_at_most(range_server, served_roo
     assert range_server.counter(rel).bytes <= SPECULATIVE
 
 
+ZIP_SLACK = 200 * 1024  # a 64 KiB head read, a 64 KiB + 113 B tail read, local headers
+
+
+def overlap(ranges, first: int, end: int) -> int:
+    """Bytes of [first, end) the GET ranges asked for."""
+    return sum(max(0, min(b + 1, end) - max(a, first)) for a, b in ranges)
+
+
+@pytest.mark.parametrize("given", ["bigpt/", "bigpt/pytorch_model.bin"])
+def test_a_large_torch_zip_is_read_for_its_structure_only(range_server, served_root, given):
+    rel = "bigpt/pytorch_model.bin"
+    local, _ = local_json("inspect", served_root / given, "--json")
+    url = range_server.url_for(given)
+    remote, _ = run_json("inspect", url, "--json")
+    assert without(remote, "path") == without(local, "path")
+    w = next(t for t in local["tensors"] if t["name"] == "w")
+    b = next(t for t in local["tensors"] if t["name"] == "b")
+    c = range_server.counter(rel)
+    assert c.full_gets == 0, c
+    assert all(r[0] is not None and r[1] is not None for r in c.get_ranges), c
+    # the zip's head (data.pkl), tail (end record, central directory) and local headers: of
+    # w's 18 MB at most what a 64 KiB head read and a 64 KiB tail read take
+    assert overlap(c.get_ranges, *w["offsets"]) <= ZIP_SLACK, c
+    assert c.bytes <= 512 * 1024, c
+
+    range_server.reset_counters()
+    local, _ = local_json("stats", served_root / given, "b", "--json")
+    remote, _ = run_json("stats", url, "b", "--json")
+    assert without(remote, "path") == without(local, "path")
+    c = range_server.counter(rel)
+    assert overlap(c.get_ranges, *b["offsets"]) == 40, c
+    assert overlap(c.get_ranges, *w["offsets"]) <= ZIP_SLACK, c
+    assert c.bytes <= 512 * 1024, c
+
+
 def test_check_of_a_url_matches_local(range_server, served_root):
     local, lcode = local_json("check", served_root / RELEASE, "--json", ok=(0, 3, 4, 5))
     url = range_server.url_for(RELEASE + "/")
@@ -123,12 +158,17 @@ def test_check_of_a_url_matches_local(range_server, served_root):
         assert_header_reads_only(range_server, f"{RELEASE}/{shard}", served_root / RELEASE / shard)
 
 
-@pytest.mark.parametrize("cmd", ["inspect", "check", "stats"])
-def test_paths_show_the_url_exactly_as_given(range_server, served_root, cmd):
-    """Like a local PATH ("folder/" stays "folder/"), the URL is shown as typed."""
-    for url in (range_server.url_for(RELEASE + "/"), range_server.url_for(RELEASE)):
-        doc, _ = run_json(cmd, url, "--json", ok=(0, 3, 4, 5))
-        assert doc["path"] == url
+@pytest.mark.parametrize("cmd, rel", [("inspect", RELEASE + "/"), ("inspect", RELEASE),
+                                      ("check", RELEASE + "/"), ("stats", RELEASE + "/")])
+def test_paths_show_the_url_exactly_as_given(range_server, served_root, cmd, rel):
+    """Like a local PATH ("folder/" stays "folder/"), the URL is shown as typed; a folder URL
+    without its trailing slash is a folder all the same."""
+    url = range_server.url_for(rel)
+    doc, _ = run_json(cmd, url, "--json", ok=(0, 3, 4, 5))
+    assert doc["path"] == url
+    if cmd == "inspect":
+        local, _ = local_json("inspect", served_root / RELEASE, "--json")
+        assert without(doc, "path") == without(local, "path")
 
 
 # -- values: only that tensor's range -----------------------------------------------------------

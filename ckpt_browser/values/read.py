@@ -245,7 +245,8 @@ def _unwrap(p: Piece, loc: TensorLoc, itemsize: int) -> Piece:
                           f"{n * itemsize:,} bytes of data")
     with _Fd(p.path) as fd:
         window = _Window(fd, p.offset, p.length)
-        pf = read_pickle_file_object(io.BufferedReader(window, 1024), os.path.basename(p.path),
+        buffer = 64 * 1024 if fd.remote else 1024  # remote: each buffer fill is a request
+        pf = read_pickle_file_object(io.BufferedReader(window, buffer), os.path.basename(p.path),
                                      p.length)
     bad = [q.message for q in pf.problems if q.severity == "error"]
     if bad or len(pf.tensors) != 1:

@@ -24,6 +24,8 @@ import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from ckpt_browser.readers.pickle_safe import MAX_PICKLE_BYTES
+from ckpt_browser.readers.torchfile import MAX_CENTRAL_DIRECTORY
 from ckpt_browser.remote import register
 from ckpt_browser.remote.errors import RemoteError, remote_errors
 
@@ -36,6 +38,7 @@ ZIP_TAIL = 65_535 + 22 + 20 + 56  # longest comment, end record, zip64 locator a
 ZIP_HEAD = 64 * 1024
 LOCAL_HEADER_MAX = 30 + 1024  # fixed part, name and extra field of one local header
 MAX_ZIP_RANGES = 100_000
+MAX_ZIP_BYTES = 256 * 2**20  # data.pkl and the other small records of one zip, together
 COALESCE = 64 * 1024
 MAX_DCP_BYTES = 64 * 2**20
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".tar", ".zip")
@@ -206,7 +209,7 @@ class _Mirror:
             if end is None:
                 return  # the reader will say: truncated zip
             cd_start = max(0, end[zipfile._ECD_OFFSET])
-            cd_end = min(start, cd_start + end[zipfile._ECD_SIZE])
+            cd_end = min(start, cd_start + min(end[zipfile._ECD_SIZE], MAX_CENTRAL_DIRECTORY))
         if cd_start < cd_end:
             self._write(name, cd_start, self._read(name, cd_start, cd_end, size)[0])
         try:
@@ -214,11 +217,12 @@ class _Mirror:
                 infos = zipfile.ZipFile(f).infolist()[:MAX_ZIP_RANGES]
         except (zipfile.BadZipFile, ValueError, OSError):
             return
-        ranges = []
+        ranges, budget = [], MAX_ZIP_BYTES
         for i in infos:
             small = "/data/" not in i.filename or i.filename.endswith("data.pkl")
-            stop = i.header_offset + LOCAL_HEADER_MAX + (i.file_size if small else 0)
-            ranges.append((i.header_offset, min(size, stop)))
+            body = min(i.file_size, MAX_PICKLE_BYTES, budget) if small else 0
+            budget -= body
+            ranges.append((i.header_offset, min(size, i.header_offset + LOCAL_HEADER_MAX + body)))
         self._read_ranges(name, ranges, size)
 
     def _read_ranges(self, name: str, ranges, size) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 
+from ckpt_browser.limits import env_limit
 from ckpt_browser.analysis.state.common import Found, every_kind, missing
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import COMPONENTS, TrainingState
@@ -20,7 +21,8 @@ from ckpt_browser.readers.layout import MARKER_FILES
 
 __all__ = ["BUILDERS", "MAX_JSON", "training_state"]
 
-MAX_JSON = 64 * 1024 * 1024  # read at each call, so a test can lower it
+# read at each call, so a test can lower it
+MAX_JSON = env_limit("MAX_JSON_BYTES", 64 * 1024 * 1024)
 
 
 def build_unknown(det: Detection, fs: StateFiles) -> Found:

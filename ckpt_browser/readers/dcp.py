@@ -12,6 +12,7 @@ import io
 import os
 import re
 
+from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem, natural_key
 from ckpt_browser.readers.pickle_safe import DTYPE_GLOBALS, Unpickled, short, torch_layout, \
     torch_size, unpickle
@@ -19,8 +20,9 @@ from ckpt_browser.readers.standins import DcpCheckpoint, DcpChunk, DcpEntry
 from ckpt_browser.readers.torchfile import unsafe_problems
 
 METADATA = ".metadata"
-MAX_METADATA_BYTES = 256 * 2**20  # thousands of ranks x thousands of tensors, one chunk each
-MAX_METADATA_OPS = 64_000_000
+# thousands of ranks x thousands of tensors, one chunk each
+MAX_METADATA_BYTES = env_limit("MAX_DCP_METADATA_BYTES", 256 * 2**20)
+MAX_METADATA_OPS = env_limit("MAX_DCP_METADATA_OPS", 64_000_000)
 RANK_METADATA = re.compile(r"^__(\d+)\.metadata$")
 MAX_RANGE_PROBLEMS = 10
 
@@ -153,7 +155,7 @@ def _read_metadata(path: str, name: str) -> Unpickled:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_METADATA_BYTES:
                 return fail(f"is {size:,} bytes, over the {MAX_METADATA_BYTES:,}-byte limit; "
-                            "not read")
+                            "not read (CKPT_BROWSER_MAX_DCP_METADATA_BYTES raises it)")
             data = f.read(MAX_METADATA_BYTES)
     except OSError as e:
         return fail(f"cannot read the file: {e.strerror or e}")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+from ckpt_browser.limits import env_limit
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import IndexInfo
 
-MAX_INDEX = 512 * 1024 * 1024  # a 94,000-tensor index is ~8 MB
+MAX_INDEX = env_limit("MAX_INDEX_BYTES", 512 * 1024 * 1024)  # a 94,000-tensor index is ~8 MB
 
 
 def read_index(path: str, name: str) -> IndexInfo:
@@ -15,7 +16,8 @@ def read_index(path: str, name: str) -> IndexInfo:
     try:
         size = os.path.getsize(path)
         if size > MAX_INDEX:
-            raise ShardError(f"index is {size:,} bytes, over the {MAX_INDEX:,}-byte limit")
+            raise ShardError(f"index is {size:,} bytes, over the {MAX_INDEX:,}-byte limit "
+                             "(CKPT_BROWSER_MAX_INDEX_BYTES raises it)")
         with open(path, "rb") as f:
             doc = json.loads(f.read().decode("utf-8"))
     except PermissionError:

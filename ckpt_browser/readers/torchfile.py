@@ -15,6 +15,7 @@ import struct
 import zipfile
 from typing import Any, Iterator
 
+from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, WARNING, Problem
 from ckpt_browser.readers.pickle_safe import (
     ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, Unpickled, short, unpickle,
@@ -24,7 +25,7 @@ from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
 ZIP_MAGIC = b"PK\x03\x04"
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER
 LEGACY_MAGIC_OPS = b"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # LONG1 + 10 bytes, in any protocol
-MAX_CENTRAL_DIRECTORY = 256 * 2**20
+MAX_CENTRAL_DIRECTORY = env_limit("MAX_ZIP_DIRECTORY_BYTES", 256 * 2**20)
 MAX_STORAGE_PROBLEMS = 10
 LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... name length, extra length
 READ_BUFFER = 1024  # a storage's 30-byte local header costs 1 KiB of reading, not 8
@@ -141,7 +142,8 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
         if end[zipfile._ECD_SIZE] > MAX_CENTRAL_DIRECTORY:
             return _failed(name, "torch-zip", size, f"zip central directory claims "
                            f"{end[zipfile._ECD_SIZE]:,} bytes, over the "
-                           f"{MAX_CENTRAL_DIRECTORY:,}-byte limit")
+                           f"{MAX_CENTRAL_DIRECTORY:,}-byte limit "
+                           "(CKPT_BROWSER_MAX_ZIP_DIRECTORY_BYTES raises it)")
         zf = zipfile.ZipFile(f)
         root, info = _data_pkl(zf)
         if info is None:
@@ -150,7 +152,8 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
                            f"file (entries: {names})")
         if info.file_size > MAX_PICKLE_BYTES:
             return _failed(name, "torch-zip", size, f"{info.filename} is {info.file_size:,} bytes, "
-                           f"over the {MAX_PICKLE_BYTES:,}-byte limit; not read")
+                           f"over the {MAX_PICKLE_BYTES:,}-byte limit; not read "
+                           "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
         with zf.open(info) as member:
             data = member.read(MAX_PICKLE_BYTES + 1)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error,
@@ -320,7 +323,8 @@ def _read_plain(f, name: str, size: int, head: bytes) -> PickleFile:
         return _failed(name, "pickle", size, "empty file: not a torch file or pickle")
     if size > MAX_PICKLE_BYTES:
         return _failed(name, "pickle", size, f"pickle is {size:,} bytes, over the "
-                       f"{MAX_PICKLE_BYTES:,}-byte limit; not read")
+                       f"{MAX_PICKLE_BYTES:,}-byte limit; not read "
+                       "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
     buf = io.BytesIO(f.read(MAX_PICKLE_BYTES))
     got = unpickle(buf, name, storage_ids=None)
     framed = len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5  # PROTO 2..5

@@ -257,22 +257,26 @@ def test_memo_size_is_capped(monkeypatch):
     monkeypatch.setattr(pickle_safe, "MAX_MEMO", 1000)
     obj, _, problems = load(b"\x80\x04N" + b"\x94" * 5000 + b".")
     assert obj is None
-    assert problems == ["error: f.pkl: pickle memo holds more than 1,000 objects"]
+    assert problems == ["error: f.pkl: pickle memo holds more than 1,000 objects "
+                        "(CKPT_BROWSER_MAX_PICKLE_MEMO raises it)"]
 
 
 def test_opcode_budget():
     result = unpickle(io.BytesIO(pickle.dumps(list(range(5000)), 2)), "f.pkl", max_ops=1000)
     assert not result.ok
-    assert [p.message for p in result.problems] == ["pickle runs more than 1,000 opcodes"]
+    assert [p.message for p in result.problems] == [
+        "pickle runs more than 1,000 opcodes (CKPT_BROWSER_MAX_PICKLE_OPS raises it)"]
 
 
 def test_size_cap(monkeypatch):
     monkeypatch.setattr(pickle_safe, "MAX_PICKLE_BYTES", 100)
     data = pickle.dumps(list(range(100)))
     assert load(data)[2] == [
-        f"error: f.pkl: pickle is {len(data)} bytes, over the 100-byte limit; not read"]
+        f"error: f.pkl: pickle is {len(data)} bytes, over the 100-byte limit; not read "
+        "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)"]
     result = unpickle(CappedReader(io.BytesIO(pickle.dumps(b"x" * 500, 2)), 100), "f.pkl")
-    assert [p.message for p in result.problems] == ["pickle is larger than the 100-byte limit"]
+    assert [p.message for p in result.problems] == ["pickle is larger than the 100-byte limit "
+        "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)"]
 
 
 @pytest.mark.parametrize("cut", [1, 5, 17, 40])

@@ -295,7 +295,24 @@ def test_plain_pickle_over_the_size_limit_is_not_read(tmp_path):
         f.write(b"\x80\x02")
         f.truncate(65 * 2**20)  # sparse: no disk used
     assert errors(read(path)) == ["pickle is 68,157,440 bytes, over the 67,108,864-byte limit; "
-                                  "not read"]
+                                  "not read (CKPT_BROWSER_MAX_PICKLE_BYTES raises it)"]
+
+
+def test_a_cap_is_raised_by_its_environment_variable(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "huge.pkl"
+    path.write_bytes(b"\x80\x02" + b"N0" * 1000 + b"N.")  # a valid 2 KB pickle of None
+    code = ("import sys; from ckpt_browser.readers.torchfile import read_pickle_file; "
+            f"pf = read_pickle_file({str(path)!r}, 'huge.pkl'); "
+            "print([p.message for p in pf.problems])")
+    env = {**__import__("os").environ, "CKPT_BROWSER_MAX_PICKLE_BYTES": "1_000"}
+    low = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert "over the 1,000-byte limit" in low.stdout, low.stdout + low.stderr
+    env["CKPT_BROWSER_MAX_PICKLE_BYTES"] = "100000"
+    high = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert high.stdout.strip() == "[]", high.stdout + high.stderr
 
 
 @pytest.mark.parametrize("legacy", [False, True])

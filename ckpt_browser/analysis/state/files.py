@@ -10,11 +10,14 @@ import struct
 import zipfile
 from collections.abc import Callable
 
+from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, Problem
 from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile, TensorRef
 
-MAX_RANK_FILES = 1024  # per-rank files read in full; more are only counted
-MAX_DCP_ITEM = 1024 * 1024  # non-tensor DCP items decoded (steps, counters, loader state)
+# per-rank files read in full; more are only counted
+MAX_RANK_FILES = env_limit("MAX_RANK_FILES", 1024)
+# non-tensor DCP items decoded (steps, counters, loader state)
+MAX_DCP_ITEM = env_limit("MAX_DCP_ITEM_BYTES", 1024 * 1024)
 
 _STRUCT = {"F64": "d", "F32": "f", "F16": "e", "I64": "q", "I32": "i", "I16": "h", "I8": "b",
            "U8": "B", "U16": "H", "U32": "I", "U64": "Q", "BOOL": "?"}
@@ -136,7 +139,8 @@ def read_json(path: str, limit: int) -> tuple[dict | None, str]:
     try:
         size = os.path.getsize(path)
         if size > limit:
-            return None, f"{size:,} bytes, over the {limit:,}-byte limit for JSON; not read"
+            return None, (f"{size:,} bytes, over the {limit:,}-byte limit for JSON; not read "
+                          "(CKPT_BROWSER_MAX_JSON_BYTES raises it)")
         with open(path, "rb") as f:
             doc = json.loads(f.read().decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:

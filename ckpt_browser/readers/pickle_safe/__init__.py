@@ -96,7 +96,8 @@ def unpickle(file, name: str, allow: dict | None = None, *, storage_ids: str | N
             if height > MAX_DEPTH or paths > MAX_PATHS:
                 obj = pruned(obj)
                 u.note(f"the object nests deeper than {MAX_DEPTH} levels or expands to more "
-                       f"than {MAX_PATHS:,} paths; the excess is elided (pickle bomb?)")
+                       f"than {MAX_PATHS:,} paths; the excess is elided (pickle bomb? "
+                       "CKPT_BROWSER_MAX_DEPTH and CKPT_BROWSER_MAX_PATHS raise the caps)")
         except (RecursionError, MemoryError) as e:
             obj, ok = None, False
             problems.append(Problem(ERROR, name, _message(e)))
@@ -112,6 +113,7 @@ def read_pickle_bytes(data: bytes, name: str) -> tuple[Any, tuple[str, ...], tup
     """One pickle from memory, with the torch allowlist: (object, unsafe names, problems)."""
     if len(data) > MAX_PICKLE_BYTES:
         return None, (), (Problem(ERROR, name, f"pickle is {len(data):,} bytes, over the "
-                                  f"{MAX_PICKLE_BYTES:,}-byte limit; not read"),)
+                                  f"{MAX_PICKLE_BYTES:,}-byte limit; not read "
+                                  "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)"),)
     result = unpickle(io.BytesIO(data), name)
     return result.obj, result.unsafe, result.problems

@@ -7,13 +7,16 @@ import pickle
 import reprlib
 from typing import Any, BinaryIO
 
+from ckpt_browser.limits import env_limit
 from ckpt_browser.readers.standins import Opaque
 
-MAX_PICKLE_BYTES = 64 * 2**20  # data.pkl or a plain pickle
-MAX_DEPTH = 100  # nesting of containers and stand-ins in the result
-MAX_OPS = 16_000_000  # opcodes in one pickle; a 280k-tensor optimizer's data.pkl runs ~7M
-MAX_MEMO = 8_000_000
-MAX_PATHS = 20_000_000  # paths the result expands to when shared references are followed
+MAX_PICKLE_BYTES = env_limit("MAX_PICKLE_BYTES", 64 * 2**20)  # data.pkl or a plain pickle
+MAX_DEPTH = env_limit("MAX_DEPTH", 100)  # nesting of containers and stand-ins in the result
+# opcodes in one pickle; a 280k-tensor optimizer's data.pkl runs ~7M
+MAX_OPS = env_limit("MAX_PICKLE_OPS", 16_000_000)
+MAX_MEMO = env_limit("MAX_PICKLE_MEMO", 8_000_000)
+# paths the result expands to when shared references are followed
+MAX_PATHS = env_limit("MAX_PATHS", 20_000_000)
 MAX_NOTES = 20  # distinct warnings kept per pickle; the rest are counted
 PRUNED_NODES = 1_000_000  # what is kept of a graph that broke MAX_DEPTH or MAX_PATHS
 
@@ -43,7 +46,8 @@ class CappedReader:
         return line
 
     def _over(self) -> Limit:
-        return Limit(f"pickle is larger than the {self.limit:,}-byte limit")
+        return Limit(f"pickle is larger than the {self.limit:,}-byte limit "
+                     "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
 
 
 def elided() -> Opaque:

@@ -65,9 +65,11 @@ class SafeUnpickler(Containers, _P):
                     op(self)
                 ops += 1024
                 if ops > self.max_ops:
-                    raise Limit(f"pickle runs more than {self.max_ops:,} opcodes")
+                    raise Limit(f"pickle runs more than {self.max_ops:,} opcodes "
+                                "(CKPT_BROWSER_MAX_PICKLE_OPS raises it)")
                 if len(memo) > max_memo:
-                    raise Limit(f"pickle memo holds more than {max_memo:,} objects")
+                    raise Limit(f"pickle memo holds more than {max_memo:,} objects "
+                                "(CKPT_BROWSER_MAX_PICKLE_MEMO raises it)")
         except pickle._Stop as stop:
             return stop.value
 

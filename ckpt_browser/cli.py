@@ -23,6 +23,15 @@ CHECK_EXIT_CODES = """exit codes: 0 exact, 3 inexact, 4 weights-only, 5 broken (
 checkpoints: the newest one's verdict), 2 usage error or nothing readable at PATH,
 1 a bug in ckpt-browser"""
 
+ONE_PATH = ("a checkpoint folder or file (.safetensors, index, .pt/.bin/.ckpt, DCP folder) "
+            "or a URL (s3://, gs://, hf://, https://)")
+PATH_HELP = ONE_PATH + "; a folder of checkpoints means the newest (--checkpoint picks another)"
+INSPECT_EXIT_CODES = """exit codes: 0 fine, 5 the checkpoint is damaged or unsafe (error-level
+problems), 2 usage error or nothing readable at PATH, 1 a bug in ckpt-browser"""
+QUIZ_EXIT_CODES = """exit codes: 0 fine (also when stopped early), 2 usage error or an
+unreadable question bank or --from PATH, 1 a bug in ckpt-browser"""
+BROWSE_EXIT_CODES = """exit codes: 0 after quitting, 2 usage error or nothing readable at PATH
+(said before the screen is taken), 1 a bug in ckpt-browser"""
 STATS_EXIT_CODES = """exit codes: 0 fine, 2 usage error, nothing readable at PATH, or no tensor
 matches, 5 some tensor's values could not be read (damaged), 1 a bug in ckpt-browser"""
 DIFF_EXIT_CODES = """exit codes (as diff(1)): 0 no differences in what was compared,
@@ -64,10 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"ckpt-browser {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     ins = sub.add_parser("inspect", help="summary of a checkpoint: files, tensors, totals, problems",
-                         epilog=EXIT_CODES)
+                         epilog=INSPECT_EXIT_CODES,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ins.add_argument("path", metavar="PATH", nargs="?",
-                     help="a checkpoint folder or file (.safetensors, index, .pt/.bin/.ckpt), "
-                     "or a folder of checkpoints")
+                     help=PATH_HELP + " (default: a bundled sample)")
     ins.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
     ins.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
                      "which one (a name such as checkpoint-500, or a step); default the newest")
@@ -75,18 +84,21 @@ def _parser() -> argparse.ArgumentParser:
                          "(exact, inexact, weights-only, broken) and what is missing",
                          epilog=CHECK_EXIT_CODES,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    chk.add_argument("path", metavar="PATH", help="a checkpoint folder or file, or a folder of "
-                     "checkpoints (each is checked, newest first)")
+    chk.add_argument("path", metavar="PATH", help=ONE_PATH + "; a folder of checkpoints: each "
+                     "is checked, newest first")
     chk.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
     chk.add_argument("--world-size", metavar="N", type=_world_size,
                      help="check a resume on N ranks: per-rank RNG and data state, ZeRO shards, "
                      "Megatron parallel degrees, DCP resharding")
     quiz = sub.add_parser("quiz", help="practise sharding and resumable training: a bilingual "
-                          "quiz on stdin, optionally with questions about a checkpoint")
+                          "quiz on stdin, optionally with questions about a checkpoint",
+                          epilog=QUIZ_EXIT_CODES,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     quiz.add_argument("--lang", choices=("en", "vi"), default="en",
                       help="English or Vietnamese (default en)")
     quiz.add_argument("--from", dest="from_path", metavar="PATH",
-                      help="add questions about the checkpoint at PATH, answers computed from it")
+                      help="add questions about the checkpoint at PATH (a local folder or "
+                      "file), answers computed from it")
     quiz.add_argument("--count", metavar="N", type=_count, default=10,
                       help="how many questions (default 10)")
     quiz.add_argument("--seed", metavar="S", type=int,
@@ -101,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
                         "Inf, zeros, histogram), reading one tensor at a time",
                         epilog=STATS_EXIT_CODES,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    st.add_argument("path", metavar="PATH", help="a checkpoint folder or file")
+    st.add_argument("path", metavar="PATH", help=PATH_HELP)
     st.add_argument("names", metavar="NAME_OR_GLOB", nargs="*",
                     help="tensor names or globs (default: every weight tensor); names of "
                     "optimizer and other state tensors are those `inspect --json` lists")
@@ -112,8 +124,8 @@ def _parser() -> argparse.ArgumentParser:
                         "state and (--values) values, one tensor at a time",
                         epilog=DIFF_EXIT_CODES,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    df.add_argument("a", metavar="A", help="a checkpoint folder or file")
-    df.add_argument("b", metavar="B", help="another checkpoint (any format or sharding)")
+    df.add_argument("a", metavar="A", help=ONE_PATH)
+    df.add_argument("b", metavar="B", help="another, in any format or sharding")
     df.add_argument("--values", action="store_true", help="also compare the values of tensors "
                     "with the same shape (reads both sides' tensor bytes)")
     df.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
@@ -131,10 +143,14 @@ def _parser() -> argparse.ArgumentParser:
     df.add_argument("--weights-only", action="store_true",
                     help="compare the weights only, not optimizer or other training state")
     ui = sub.add_parser("browse", help="open PATH in the terminal UI (the default command); "
-                        "with two paths, open their diff")
-    ui.add_argument("path", metavar="PATH", nargs="*", help="a checkpoint, or two to compare")
+                        "with two paths, open their diff", epilog=BROWSE_EXIT_CODES,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ui.add_argument("path", metavar="PATH", nargs="*", help=ONE_PATH + "; a folder of "
+                    "checkpoints opens the newest (c picks another); two paths open their diff; "
+                    "none opens a bundled sample")
     for command in (ins, chk, st, df, ui):
         _remote_options(command)
+    p.commands = sub.choices  # for errors in a subcommand's own words
     return p
 
 
@@ -497,7 +513,8 @@ def _run(argv: list[str]) -> int:
         if rest and args.command == "stats" and not any(r.startswith("-") for r in rest):
             args.names += rest  # names after an option: `stats PATH --json NAME`
         elif rest:
-            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+            parser.commands.get(args.command, parser).error(
+                f"unrecognized arguments: {' '.join(rest)}")
         command = args.command
         return {"inspect": cmd_inspect, "check": cmd_check, "quiz": cmd_quiz,
                 "browse": cmd_browse, "stats": cmd_stats, "diff": cmd_diff}[command](args)

@@ -12,6 +12,7 @@ import io
 import os
 import re
 
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem, natural_key
 from ckpt_browser.readers.pickle_safe import DTYPE_GLOBALS, Unpickled, short, torch_layout, \
@@ -151,7 +152,7 @@ def _read_metadata(path: str, name: str) -> Unpickled:
     def fail(message: str) -> Unpickled:
         return Unpickled(problems=(Problem(ERROR, name, message),))
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_METADATA_BYTES:
                 return fail(f"is {size:,} bytes, over the {MAX_METADATA_BYTES:,}-byte limit; "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.limits import env_limit
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import IndexInfo
@@ -18,7 +19,7 @@ def read_index(path: str, name: str) -> IndexInfo:
         if size > MAX_INDEX:
             raise ShardError(f"index is {size:,} bytes, over the {MAX_INDEX:,}-byte limit "
                              "(CKPT_BROWSER_MAX_INDEX_BYTES raises it)")
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             doc = json.loads(f.read().decode("utf-8"))
     except PermissionError:
         raise ShardError("cannot read the index: permission denied") from None

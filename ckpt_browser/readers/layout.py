@@ -10,6 +10,7 @@ import os
 import struct
 from dataclasses import replace
 
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
 from ckpt_browser.model import ERROR, INFO, WARNING, Layout, Problem, natural_key
 from ckpt_browser.readers.index import read_index
@@ -114,7 +115,7 @@ MARKER_FILES = ("trainer_state.json", "latest", "latest_checkpointed_iteration.t
 
 def _head(path: str, n: int) -> bytes:
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(n)
     except OSError:
         return b""

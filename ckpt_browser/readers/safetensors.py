@@ -13,6 +13,7 @@ import struct
 from collections import Counter
 from operator import attrgetter
 
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import DTYPE_BITS, ERROR, Problem, ShardInfo, TensorInfo
 
@@ -24,7 +25,7 @@ MAGIC_LEN = 8
 def read_header(path: str, name: str) -> ShardInfo:
     """Read and validate one file's header. Never raises for bad content."""
     try:
-        with open(path, "rb", buffering=0) as f:  # unbuffered: read the header, nothing past it
+        with open_regular(path, buffering=0) as f:  # unbuffered: read the header, nothing past it
             size = os.fstat(f.fileno()).st_size
             n, raw = _read_raw_header(f, size)
     except FileNotFoundError:

@@ -15,6 +15,7 @@ import struct
 import zipfile
 from typing import Any, Iterator
 
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, WARNING, Problem
 from ckpt_browser.readers.pickle_safe import (
@@ -34,7 +35,7 @@ READ_BUFFER = 1024  # a storage's 30-byte local header costs 1 KiB of reading, n
 def read_pickle_file(path: str, name: str) -> PickleFile:
     """Read one torch or pickle file. Never raises for bad content; problems are recorded."""
     try:
-        with open(path, "rb", buffering=READ_BUFFER) as f:
+        with open_regular(path, buffering=READ_BUFFER) as f:
             return read_pickle_file_object(f, name, os.fstat(f.fileno()).st_size)
     except FileNotFoundError:
         return _failed(name, "pickle", None, "file does not exist")

@@ -182,15 +182,18 @@ class _Fd:
         self.remote = range_reader(self.path)
         if self.remote is not None:
             return self
+        from ckpt_browser.readers.regular import open_regular
+
         try:
-            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            self.file = open_regular(self.path, buffering=0)
         except OSError as e:
             raise ValuesError(f"{self.path}: cannot open: {e.strerror or e}") from None
+        self.fd = self.file.fileno()
         return self
 
     def __exit__(self, *exc) -> None:
         if self.remote is None:
-            os.close(self.fd)
+            self.file.close()
 
     def read_exact(self, offset: int, length: int) -> bytearray:
         buf = bytearray(length)

@@ -10,6 +10,7 @@ import struct
 import zipfile
 from collections.abc import Callable
 
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, Problem
 from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile, TensorRef
@@ -85,7 +86,7 @@ class StateFiles:
             return None
         name = f"{rel}/{chunk.file}" if rel else chunk.file
         try:
-            with open(os.path.join(self.root, name), "rb") as f:
+            with open_regular(os.path.join(self.root, name)) as f:
                 f.seek(chunk.offset)
                 blob = f.read(chunk.length)
             with zipfile.ZipFile(io.BytesIO(blob)) as zf:
@@ -119,7 +120,7 @@ class StateFiles:
         try:
             f = self._handles.get(pf.name)
             if f is None:
-                f = self._handles[pf.name] = open(os.path.join(self.root, pf.name), "rb")
+                f = self._handles[pf.name] = open_regular(os.path.join(self.root, pf.name))
             f.seek(begin)
             raw = f.read(size)
         except OSError:
@@ -141,7 +142,7 @@ def read_json(path: str, limit: int) -> tuple[dict | None, str]:
         if size > limit:
             return None, (f"{size:,} bytes, over the {limit:,}-byte limit for JSON; not read "
                           "(CKPT_BROWSER_MAX_JSON_BYTES raises it)")
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             doc = json.loads(f.read().decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         return None, f"not valid JSON: {e}"

@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.model import ERROR, Problem, natural_key
 
 MAX_MARKER = 4096  # `latest` and the Megatron tracker hold one short line
@@ -115,7 +116,7 @@ def add(roles: dict, role: str, files) -> None:
 
 def read_marker(folder: str, name: str) -> tuple[str, Problem | None]:
     try:
-        with open(os.path.join(folder, name), "rb") as f:
+        with open_regular(os.path.join(folder, name)) as f:
             raw = f.read(MAX_MARKER + 1)
     except OSError as e:
         return "", Problem(ERROR, name, f"cannot read it: {e.strerror or e}")

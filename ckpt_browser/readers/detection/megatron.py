@@ -6,6 +6,7 @@ import json
 import os
 import re
 
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.model import ERROR, WARNING, Problem, natural_key
 from ckpt_browser.readers.detection.common import (MAX_MARKER, OTHER, Detection, add, dangling,
                                                    isdir, listdir, read_marker)
@@ -22,7 +23,7 @@ def megatron_format(folder: str, names: list[str]) -> str:
     mp_rank_0* -> torch, .metadata -> torch_dcp."""
     if "metadata.json" in names:
         try:
-            with open(os.path.join(folder, "metadata.json"), "rb") as f:
+            with open_regular(os.path.join(folder, "metadata.json")) as f:
                 doc = json.loads(f.read(MAX_MARKER * 16))
             backend = doc.get("sharded_backend") if isinstance(doc, dict) else None
         except (OSError, ValueError):

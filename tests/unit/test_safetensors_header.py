@@ -8,7 +8,6 @@ catalog says an inspector should flag although the reference lets them through (
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import shutil
@@ -347,11 +346,13 @@ def test_reads_only_the_length_prefix_and_the_header(tmp_path, monkeypatch):
         def __exit__(self, *exc):
             return self._f.__exit__(*exc)
 
+    real_open = st_reader.open_regular
+
     def counting_open(*args, **kwargs):
         got["opens"] += 1
-        return Counting(builtins.open(*args, **kwargs))
+        return Counting(real_open(*args, **kwargs))
 
-    monkeypatch.setattr(st_reader, "open", counting_open, raising=False)
+    monkeypatch.setattr(st_reader, "open_regular", counting_open)
     info = read(path)
 
     assert info.problems == ()
@@ -385,7 +386,7 @@ def test_permission_denied_is_a_problem_not_a_crash(tmp_path, monkeypatch):
     def deny(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(st_reader, "open", deny, raising=False)
+    monkeypatch.setattr(st_reader, "open_regular", deny)
     info = read(path)
     assert "permission denied" in info.error
     assert info.tensors == ()

@@ -10,10 +10,10 @@ import os
 import struct
 from dataclasses import replace
 
-from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
 from ckpt_browser.model import ERROR, INFO, WARNING, Layout, Problem, natural_key
 from ckpt_browser.readers.index import read_index
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.safetensors import MAX_HEADER
 
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -22,6 +22,30 @@ PREFERRED_INDEX = "model.safetensors.index.json"
 
 def open_layout(path: str) -> Layout:
     """Resolve a path; raise CheckpointError when nothing there is readable."""
+    layout = _open_layout(path)
+    note = _links_outside(layout)
+    return replace(layout, problems=layout.problems + (note,)) if note else layout
+
+
+def _links_outside(layout: Layout) -> Problem | None:
+    """Shards that are symlinks to files outside the folder: normal in the Hugging Face cache
+    (snapshots point into blobs/), worth saying anywhere else; a loop is an error later."""
+    root = os.path.realpath(layout.root)
+    outside = []
+    for name in layout.files:
+        path = os.path.join(layout.root, name)
+        if os.path.islink(path):
+            target = os.path.realpath(path)
+            if os.path.commonpath([root, target]) != root:
+                outside.append(f"{name} -> {target}")
+    if not outside:
+        return None
+    more = f" and {len(outside) - 1} more" if len(outside) > 1 else ""
+    return Problem(INFO, None, f"{len(outside)} shard(s) are symlinks to files outside this "
+                   f"folder ({outside[0]}{more}); they are read where they point")
+
+
+def _open_layout(path: str) -> Layout:
     if not os.path.lexists(path):
         raise PathNotFound(path, "no such file or folder")
     if os.path.isdir(path):

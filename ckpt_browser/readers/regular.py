@@ -30,3 +30,15 @@ def open_regular(path: str, buffering: int = -1):
     except BaseException:
         os.close(fd)
         raise
+
+
+def missing_reason(path: str) -> str:
+    """Why a file cannot be found: gone, or a symlink that leads nowhere."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return "is a symlink loop"
+        return f"is a symlink to {os.readlink(path)!r}, which does not exist"
+    return "file does not exist"

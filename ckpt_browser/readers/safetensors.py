@@ -13,7 +13,7 @@ import struct
 from collections import Counter
 from operator import attrgetter
 
-from ckpt_browser.readers.regular import open_regular
+from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import DTYPE_BITS, ERROR, Problem, ShardInfo, TensorInfo
 
@@ -29,7 +29,7 @@ def read_header(path: str, name: str) -> ShardInfo:
             size = os.fstat(f.fileno()).st_size
             n, raw = _read_raw_header(f, size)
     except FileNotFoundError:
-        return _failed(name, path, None, None, "file does not exist")
+        return _failed(name, path, None, None, missing_reason(path))
     except PermissionError:
         return _failed(name, path, None, None, "cannot read the file: permission denied")
     except IsADirectoryError:

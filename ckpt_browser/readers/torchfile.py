@@ -15,7 +15,7 @@ import struct
 import zipfile
 from typing import Any, Iterator
 
-from ckpt_browser.readers.regular import open_regular
+from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, WARNING, Problem
 from ckpt_browser.readers.pickle_safe import (
@@ -38,7 +38,7 @@ def read_pickle_file(path: str, name: str) -> PickleFile:
         with open_regular(path, buffering=READ_BUFFER) as f:
             return read_pickle_file_object(f, name, os.fstat(f.fileno()).st_size)
     except FileNotFoundError:
-        return _failed(name, "pickle", None, "file does not exist")
+        return _failed(name, "pickle", None, missing_reason(path))
     except PermissionError:
         return _failed(name, "pickle", None, "cannot read the file: permission denied")
     except IsADirectoryError:

@@ -49,6 +49,11 @@ def weights_component(fs: StateFiles, files, key_in=None, dcp: str | None = None
     if by_name is not None:
         return by_name
     safetensors = [f for f in files if f.endswith((".safetensors", ".json"))]
+    if safetensors and len(safetensors) == len(files) and not any(
+            f.endswith(".safetensors") for f in files):
+        return Component("weights", INCOMPLETE, files, f"{name_list(files)} names the weight "
+                         "shards, but none of them is here: the model cannot be loaded.",
+                         {"format": "safetensors", "files": len(files), "shards": 0})
     if safetensors and len(safetensors) == len(files):
         verb = "holds" if len(files) == 1 else "hold"
         return Component("weights", OK, files, f"{name_list(files)} {verb} the model weights; "

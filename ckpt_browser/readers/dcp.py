@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import re
 
 from ckpt_browser.readers.regular import open_regular
@@ -109,12 +110,14 @@ def read_dcp(folder: str, rel: str) -> DcpCheckpoint:
 
     try:
         names = sorted(os.listdir(folder), key=natural_key)
-        files = {n: os.stat(os.path.join(folder, n)).st_size
-                 for n in names if n.endswith(".distcp")}
+        stats = {n: os.stat(os.path.join(folder, n)) for n in names if n.endswith(".distcp")}
+        files = {n: st.st_size for n, st in stats.items()}
     except OSError as e:
         return DcpCheckpoint(rel, problems=(Problem(ERROR, rel or None, f"cannot list the DCP "
                                                     f"folder: {e.strerror or e}"),))
-    problems: list[Problem] = []
+    problems: list[Problem] = [
+        Problem(ERROR, where(n), f"{n} is not a regular file (a FIFO, device or socket)")
+        for n, st in stats.items() if not stat.S_ISREG(st.st_mode)]
     if METADATA in names:
         metas = [METADATA]
     else:

@@ -117,7 +117,8 @@ def _folder(path: str) -> Detection:
 def _latest_child(path: str, names: list[str]) -> Detection | None:
     """A run folder holding checkpoint-N / step-N ... folders: open the latest (catalog 9.1)."""
     for nest in ("checkpoint", "checkpoints"):
-        if nest in names and isdir(path, nest):
+        # a symlinked nest could point back up (checkpoint -> .): branching without end
+        if nest in names and isdir(path, nest) and not os.path.islink(os.path.join(path, nest)):
             inner = listdir(os.path.join(path, nest))
             found = _latest_child(os.path.join(path, nest), inner)
             if found is not None:

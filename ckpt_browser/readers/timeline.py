@@ -66,7 +66,8 @@ def _entries(folder: str, prefix: str = "") -> list[TimelineEntry]:
             except OSError:
                 continue
             found.append(TimelineEntry(path, prefix + name, step, mtime, kind))
-        elif name in _NESTING and os.path.isdir(path) and not prefix:
+        elif (name in _NESTING and os.path.isdir(path) and not os.path.islink(path)
+              and not prefix):
             found.extend(_entries(path, prefix=name + "/"))
     return found
 

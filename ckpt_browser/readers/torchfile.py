@@ -161,9 +161,21 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
             NotImplementedError, RuntimeError) as e:  # RuntimeError: an encrypted entry
         return _failed(name, "torch-zip", size, f"unreadable zip: {e}")
     got = unpickle(io.BytesIO(data), name, storage_ids="zip")
-    problems = _byteorder(zf, root, name)
+    problems = _byteorder(zf, root, name) + _escaping_names(zf, name)
     storages = _locate_zip(f, zf, root, got.storages, name, size, problems)
     return _result(name, "torch-zip", size, got, storages, problems)
+
+
+def _escaping_names(zf: zipfile.ZipFile, name: str) -> list[Problem]:
+    """Entry names that climb out of the archive (../, /abs): nothing is extracted here,
+    but unzip or a careless loader would write there."""
+    bad = [n for n in zf.namelist()
+           if n.startswith(("/", "\\")) or ".." in n.replace("\\", "/").split("/")]
+    if not bad:
+        return []
+    return [Problem(WARNING, name, f"{len(bad)} zip entr{'y' if len(bad) == 1 else 'ies'} "
+                    f"name a path outside the archive (path traversal), e.g. {bad[0]!r}; "
+                    "nothing is extracted here, but unzip would write outside the folder")]
 
 
 def _data_pkl(zf: zipfile.ZipFile) -> tuple[str, zipfile.ZipInfo | None]:

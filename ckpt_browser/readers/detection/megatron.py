@@ -26,7 +26,7 @@ def megatron_format(folder: str, names: list[str]) -> str:
             with open_regular(os.path.join(folder, "metadata.json")) as f:
                 doc = json.loads(f.read(MAX_MARKER * 16))
             backend = doc.get("sharded_backend") if isinstance(doc, dict) else None
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: a nesting bomb
             backend = None
         return "zarr" if backend == "zarr" else "torch_dist"
     if any(n.startswith("mp_rank_0") for n in names):

@@ -136,7 +136,9 @@ _DIGITS = re.compile(r"(\d+)")
 def natural_key(name: str) -> tuple:
     """Sort key so that layers.2 < layers.10."""
     parts = _DIGITS.split(name)
-    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+    # int() refuses over 4,300 digits; a hostile name may have more
+    return tuple((int(p) if len(p) < 4000 else int(p[:4000])) if i % 2 else p
+                 for i, p in enumerate(parts))
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def _read_metadata(path: str, name: str) -> Unpickled:
             if size > MAX_METADATA_BYTES:
                 return fail(f"is {size:,} bytes, over the {MAX_METADATA_BYTES:,}-byte limit; "
                             "not read (CKPT_BROWSER_MAX_DCP_METADATA_BYTES raises it)")
-            data = f.read(MAX_METADATA_BYTES)
+            data = f.read(min(size, MAX_METADATA_BYTES))  # read(n) allocates n up front
     except OSError as e:
         return fail(f"cannot read the file: {e.strerror or e}")
     if not data:

@@ -17,6 +17,8 @@ class NotRegular(OSError):
 
 def open_regular(path: str, buffering: int = -1):
     """open(path, "rb"), refusing anything but a regular file without blocking on it."""
+    if "\0" in path:  # os.open raises ValueError; no file can have this name
+        raise FileNotFoundError(errno.ENOENT, "no such file (its name holds a NUL byte)", path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode

@@ -155,8 +155,7 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
             return _failed(name, "torch-zip", size, f"{info.filename} is {info.file_size:,} bytes, "
                            f"over the {MAX_PICKLE_BYTES:,}-byte limit; not read "
                            "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
-        with zf.open(info) as member:
-            data = member.read(MAX_PICKLE_BYTES + 1)
+        data = read_member(zf, info, MAX_PICKLE_BYTES + 1)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error,
             NotImplementedError, RuntimeError) as e:  # RuntimeError: an encrypted entry
         return _failed(name, "torch-zip", size, f"unreadable zip: {e}")
@@ -193,12 +192,25 @@ def _data_pkl(zf: zipfile.ZipFile) -> tuple[str, zipfile.ZipInfo | None]:
     return "", None
 
 
+def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes:
+    """At most `limit` bytes of a member, 1 MiB at a time: zipfile sizes one read by the
+    compressed size the entry claims, so a 1 KB file claiming 2 GiB would allocate 2 GiB."""
+    out = bytearray()
+    with zf.open(info) as member:
+        while len(out) < limit:
+            chunk = member.read(min(2**20, limit - len(out)))
+            if not chunk:
+                break
+            out += chunk
+    return bytes(out)
+
+
 def _byteorder(zf: zipfile.ZipFile, root: str, name: str) -> list[Problem]:
     info = zf.NameToInfo.get(f"{root}/byteorder")
     if info is None or info.file_size > 16:
         return []
     try:
-        order = zf.read(info).decode("ascii", "replace").strip()
+        order = read_member(zf, info, 16).decode("ascii", "replace").strip()
     except Exception:  # noqa: BLE001 - a damaged byteorder record: the CRC check reports it
         return [Problem(WARNING, name, f"{info.filename} cannot be read")]
     if order != "little":

@@ -25,6 +25,8 @@ def error_doc(loc, message: str) -> dict:
 
 
 def _plain(v):
+    if isinstance(v, complex):
+        return [_plain(v.real), _plain(v.imag)]
     if isinstance(v, float):
         return number(v) if v == v and abs(v) != float("inf") else str(v)
     return v

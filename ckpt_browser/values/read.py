@@ -130,6 +130,11 @@ def iter_raw(loc: TensorLoc, block_bytes: int = BLOCK_BYTES,
         for t in _strided(loc, loc.pieces[0], dtype, itemsize, block, cancel):
             yield None, t
         return
+    for p in loc.pieces:
+        if len(p.offsets) != len(loc.shape) or len(p.sizes) != len(loc.shape) or any(
+                o < 0 or s < 0 or o + s > d for o, s, d in zip(p.offsets, p.sizes, loc.shape)):
+            raise ValuesError(f"{loc.file}: {loc.name}: a chunk at {list(p.offsets)} of "
+                              f"{list(p.sizes)} does not fit the shape {list(loc.shape)}")
     pieces = [_unwrap(p, loc, itemsize) if _wrapped(p, itemsize) else p for p in loc.pieces]
     if len(pieces) == 1 and pieces[0].sizes == loc.shape:
         yield from _stream(pieces[0], 0, loc.numel, dtype, itemsize, block, cancel)

@@ -8,9 +8,11 @@ import json
 import os
 import struct
 import zipfile
+import zlib
 from collections.abc import Callable
 
 from ckpt_browser.readers.regular import open_regular
+from ckpt_browser.readers.torchfile import read_member
 from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, Problem
 from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile, TensorRef
@@ -93,8 +95,9 @@ class StateFiles:
                 pkl = next((i for i in zf.infolist() if i.filename.endswith("/data.pkl")), None)
                 if pkl is None or pkl.file_size > MAX_DCP_ITEM:
                     return None
-                data = zf.read(pkl)
-        except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+                data = read_member(zf, pkl, MAX_DCP_ITEM)
+        except (OSError, zipfile.BadZipFile, ValueError, EOFError, RuntimeError,
+                NotImplementedError, zlib.error):
             return None
         from ckpt_browser.readers.pickle_safe import read_pickle_bytes  # only when a DCP is read
 

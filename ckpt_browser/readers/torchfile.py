@@ -248,7 +248,20 @@ def _locate_zip(f, zf, root, declared, name, size, problems) -> dict[str, tuple[
                        f"file has {size:,} (truncated?)")
         storages[key] = (start, info.file_size)
     problems.extend(_capped(bad, name, "storage records"))
+    problems.extend(_overlaps(storages, name))
     return storages
+
+
+def _overlaps(storages: dict[str, tuple[int, int]], name: str) -> list[Problem]:
+    """Records whose bytes overlap: one stretch of the file read as several tensors (a zip
+    crafted to amplify, or a damaged central directory)."""
+    spans = sorted((start, start + length, key) for key, (start, length) in storages.items())
+    shared = [(a[2], b[2]) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+    if not shared:
+        return []
+    return [Problem(WARNING, name, f"{len(shared):,} storage record(s) overlap others (e.g. "
+                    f"data/{shared[0][1]} shares bytes with data/{shared[0][0]}): the same "
+                    "bytes stand for several tensors, as no torch.save writes")]
 
 
 def _capped(messages: list[str], name: str, what: str) -> list[Problem]:
@@ -275,8 +288,13 @@ def _extent_problems(name: str, tensors) -> tuple[Problem, ...]:
 # -- legacy torch format ---------------------------------------------------------------------
 
 def _read_legacy(f, name: str, size: int) -> PickleFile:
+    unsafe: list[str] = []  # the small pickles around the object can reach for code too
+
     def small(what: str):
         got = unpickle(CappedReader(f, 2**16), name, {}, storage_ids=None)
+        unsafe.extend(got.unsafe)
+        if unsafe:
+            raise _LegacyError(f"legacy torch file: its {what} pickle is unsafe")
         if not got.ok:
             raise _LegacyError(f"legacy torch file: cannot read the {what}: "
                                f"{got.problems[-1].message}")
@@ -292,20 +310,35 @@ def _read_legacy(f, name: str, size: int) -> PickleFile:
         if type(info) is dict and info.get("little_endian") is False:
             problems.append(Problem(WARNING, name, "saved on a big-endian machine"))
     except _LegacyError as e:
-        return _failed(name, "torch-legacy", size, str(e))
+        failed = _failed(name, "torch-legacy", size, str(e))
+        return _with_unsafe(failed, name, unsafe)
     got = unpickle(CappedReader(f, MAX_PICKLE_BYTES), name, storage_ids="legacy")
-    storages = _locate_legacy(f, got.storages, name, size, problems) if got.ok else {}
-    return _result(name, "torch-legacy", size, got, storages, problems)
+    storages = (_locate_legacy(f, got.storages, name, size, problems, unsafe)
+                if got.ok else {})
+    return _with_unsafe(_result(name, "torch-legacy", size, got, storages, problems), name,
+                        unsafe)
+
+
+def _with_unsafe(pf: PickleFile, name: str, unsafe: list[str]) -> PickleFile:
+    from dataclasses import replace
+
+    extra = tuple(u for u in dict.fromkeys(unsafe) if u not in pf.unsafe)
+    if not extra:
+        return pf
+    return replace(pf, unsafe=pf.unsafe + extra,
+                   problems=pf.problems + unsafe_problems(name, extra))
 
 
 class _LegacyError(Exception):
     pass
 
 
-def _locate_legacy(f, declared, name, size, problems) -> dict[str, tuple[int, int]]:
+def _locate_legacy(f, declared, name, size, problems,
+                   unsafe: list[str]) -> dict[str, tuple[int, int]]:
     """After the object: a pickled list of storage keys, then per key an 8-byte element count
     and the raw bytes. Only the counts are read."""
     keys = unpickle(CappedReader(f, MAX_PICKLE_BYTES), name, {}, storage_ids=None)
+    unsafe.extend(keys.unsafe)
     if not keys.ok or type(keys.obj) is not list:
         problems.append(Problem(ERROR, name, "legacy torch file: the list of storage keys "
                                 "after the object is missing or unreadable (truncated?)"))

@@ -80,6 +80,8 @@ def check_other_problems(draft: Draft, ts: TrainingState) -> None:
         if p.severity == INFO or not p.file or p.file in named or (p.file, p.message) in seen:
             continue
         owner = next((k for k in COMPONENTS if p.file in draft.components[k].files), None)
+        if owner is None and p.message.startswith("unsafe"):
+            owner = "data"  # training_args.bin: the run's settings, which the data order follows
         if owner is not None:
             seen.add((p.file, p.message))
             draft.add(INFO, owner, p.file, f"{p.file}: {p.message}.")

@@ -16,6 +16,9 @@ UNSAFE_MODULES = frozenset({
     "torch.hub", "torch.jit", "torch._C", "torch.ops", "torch.classes", "torch.package",
     "torch.utils.cpp_extension", "torch._dynamo", "numpy.f2py", "numpy.distutils",
     "numpy.testing", "numpy.ctypeslib", "numpy.lib.npyio",
+    # reach code or files by name, or open files when called
+    "pkgutil", "codecs", "logging", "gzip", "bz2", "lzma", "tarfile", "zipfile", "sqlite3",
+    "shelve", "dbm", "fileinput",
 })
 UNSAFE_NAMES = frozenset({
     "builtins.eval", "builtins.exec", "builtins.compile", "builtins.__import__", "builtins.open",

@@ -101,7 +101,9 @@ class SafeUnpickler(Containers, _P):
         spec = self.allow.get(qual)
         if isinstance(spec, str):
             return spec
-        if spec is None and is_unsafe(qual):
+        # a dotted name is followed attribute by attribute (posixpath.os.system,
+        # pathlib.Path.touch): any such reach past a class that we do not allow is unsafe
+        if spec is None and (is_unsafe(qual) or "." in name or is_unsafe(name)):
             self.unsafe[qual] = None
             return UnsafeCall(qual)
         return Opaque(qual)

@@ -129,7 +129,10 @@ class _Hist:
     def add(self, x: np.ndarray, lo: float, hi: float) -> None:
         if self.counts is None:
             span = hi - lo
-            self.width = span / self.bins * (1 + 1e-9) if span > 0 else max(abs(lo), 1.0) / self.bins
+            self.width = span / self.bins * (1 + 1e-9) if span > 0 else 0.0
+            if not 0 < self.width < math.inf:  # one value, or a subnormal span that underflows
+                self.width = max(abs(lo), 1.0) / self.bins
+                span = 0.0
             self.lo = lo if span > 0 else lo - self.width * self.bins / 2
             self.counts = np.zeros(self.bins, dtype=np.int64)
         while lo < self.lo:  # double to the left, keeping the right edge

@@ -383,7 +383,7 @@ def _read_plain(f, name: str, size: int, head: bytes) -> PickleFile:
         return _failed(name, "pickle", size, f"pickle is {size:,} bytes, over the "
                        f"{MAX_PICKLE_BYTES:,}-byte limit; not read "
                        "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
-    buf = io.BytesIO(f.read(MAX_PICKLE_BYTES))
+    buf = io.BytesIO(f.read(size))  # read(n) allocates n up front; size is under the cap
     got = unpickle(buf, name, storage_ids=None)
     framed = len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5  # PROTO 2..5
     if not got.ok and not framed:

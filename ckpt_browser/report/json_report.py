@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 from ckpt_browser.model import Checkpoint
@@ -26,15 +27,27 @@ def inspect_doc(ckpt: Checkpoint) -> dict:
     }
 
 
+def strict(obj):
+    """Facts read from files may hold NaN or Infinity (a pickled lr, a JSON epoch), which JSON
+    cannot carry: they become the strings "nan", "inf", "-inf"."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict(v) for v in obj]
+    return obj
+
+
 def state_doc(training) -> dict:
     """Framework, step, and the seven components (issue 4's schema plus "facts")."""
     return {
         "framework": training.framework,
         "step": training.step,
-        "epoch": training.epoch,
+        "epoch": strict(training.epoch),
         "ranks": training.ranks,
         "components": {k: {"status": c.status, "files": list(c.files), "detail": c.detail,
-                           "facts": c.facts} for k, c in training.components.items()},
+                           "facts": strict(c.facts)} for k, c in training.components.items()},
     }
 
 
@@ -102,7 +115,8 @@ def full_doc(ckpt: Checkpoint, training, timeline=None) -> dict:
         totals["tensors"] += first
         totals["params"] += params
         totals["bytes"] += t["nbytes"]
-    totals["by_dtype"] = dict(sorted(totals["by_dtype"].items()))
+    # a DCP entry without properties has no dtype: sort it as a string, never compare None
+    totals["by_dtype"] = dict(sorted(totals["by_dtype"].items(), key=lambda kv: str(kv[0])))
     doc.update(state_doc(training))
     doc["problems"].extend({"severity": p.severity, "file": p.file, "message": p.message}
                            for p in training.problems)

@@ -127,6 +127,9 @@ def _pickle_locs(training: TrainingState, pf) -> list[TensorLoc]:
 
 def _dcp_loc(key, e, metadata: str, folder: str, comp, files: dict) -> TensorLoc:
     itemsize = ITEMSIZE.get(e.dtype, 1)
+    if not e.chunks:
+        return TensorLoc(key, e.dtype, tuple(e.shape), metadata, comp,
+                         problem="the metadata lists no chunk of it")
     pieces = []
     for c in e.chunks:
         n = 1

@@ -29,10 +29,10 @@ from ckpt_browser.readers.pickle_safe import MAX_PICKLE_BYTES
 MEMORY_LIMIT = MAX_METADATA_BYTES  # 256 MiB, tracemalloc peak per call
 assert MEMORY_LIMIT >= MAX_PICKLE_BYTES
 # Seconds of CPU per call on a small input: CPU time, not wall time, so that other processes
-# on a busy two-core machine cannot fail a test. A call blocked without using CPU (a FIFO read)
-# is caught by the wall-clock alarm at HANG_LIMIT instead.
+# on a busy two-core machine cannot fail a test. A call looping past twice that is stopped by a
+# CPU-time alarm; a call blocked without using CPU (a FIFO read) by a wall-clock one.
 TIME_LIMIT = 5.0
-HANG_LIMIT = 60
+HANG_LIMIT = 20
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _WRITE_EVENTS = frozenset({
@@ -96,18 +96,22 @@ class Usage:
 
 
 def _alarm(signum, frame):
+    if signum == signal.SIGPROF:
+        raise Hang(f"stopped after {2 * TIME_LIMIT} s of CPU (an endless loop?)")
     raise Hang(f"still running after {HANG_LIMIT} s (wall clock)")
 
 
 @contextmanager
 def watch(usage: Usage, memory: bool = True):
-    """Record writes, launches, peak memory and wall time of the block into `usage`."""
+    """Record writes, launches, peak memory and time of the block into `usage`; raise Hang in
+    the block when it runs too long."""
     install()
     _Watch.events = usage.events
     main = _can_alarm()
     if main:
-        old = signal.signal(signal.SIGALRM, _alarm)
+        old = signal.signal(signal.SIGALRM, _alarm), signal.signal(signal.SIGPROF, _alarm)
         signal.setitimer(signal.ITIMER_REAL, HANG_LIMIT)
+        signal.setitimer(signal.ITIMER_PROF, 2 * TIME_LIMIT)
     started = memory and not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
@@ -129,7 +133,9 @@ def watch(usage: Usage, memory: bool = True):
             tracemalloc.stop()
         if main:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGALRM, old[0])
+            signal.signal(signal.SIGPROF, old[1])
 
 
 def _can_alarm() -> bool:

@@ -167,14 +167,25 @@ READER_CALLS: dict[str, tuple[Call, ...]] = {
 # subcommand -> exit codes it documents (1 is never allowed except diff's "differences")
 CLI_CODES = {"inspect": {0, 2, 5}, "check": {0, 2, 3, 4, 5}, "stats": {0, 2, 5},
              "diff": {0, 1, 2}}
+COMMANDS = ("inspect", "check", "stats", "diff")
+
+# `diff` compares a case with a bundled sample of its kind (read only; the tests check the
+# samples are unchanged), so names line up and values really differ
+SAMPLES = Path(ckpt_browser.__file__).resolve().parents[1] / "sample_checkpoints"
+DIFF_AGAINST = {"safetensors": "tiny-llama-run/checkpoint-6", "index": "tiny-llama-release",
+                "torch": "lightning/last.ckpt", "pickle": "accelerate-state/step_4",
+                "dcp": "dcp-ranks/ranks-2", "state": "hf-run3/checkpoint-4"}
 
 
-def cli_argv(command: str, entry: str, as_json: bool) -> list[str]:
+def cli_argv(command: str, entry: str, as_json: bool, target: str = "safetensors") -> list[str]:
     flag = ["--json"] if as_json else []
     if command == "stats":
         return ["stats", entry, "*", *flag]  # every tensor, optimizer state included
     if command == "diff":
-        return ["diff", entry, entry, "--values", *flag]
+        other = str(SAMPLES / DIFF_AGAINST[target])
+        return ["diff", entry, other, "--values", "--rtol", "1e-3", *flag]
+    if command == "check":  # a resume on another world size: the resharding checks too
+        return ["check", entry, "--world-size", "3", *flag]
     return [command, entry, *flag]
 
 
@@ -228,7 +239,7 @@ def _run_cli(command: str, as_json: bool, entry: Path, case: Case, out: list[Fai
     from ckpt_browser.cli import main
 
     name = f"cli {command}{' --json' if as_json else ''}"
-    argv = cli_argv(command, str(entry), as_json)
+    argv = cli_argv(command, str(entry), as_json, case.target)
     stdout, stderr, usage = io.StringIO(), io.StringIO(), Usage()
     code = None
     # With CKPT_BROWSER_DEBUG main() re-raises what it would print as "internal error" (exit 1,
@@ -279,7 +290,7 @@ def _refuse(token: str):
     raise ValueError(f"{token} is not JSON")
 
 
-def check(case: Case, *, cli: tuple[str, ...] = ("inspect", "check", "stats", "diff"),
+def check(case: Case, *, cli: tuple[str, ...] = COMMANDS,
           as_json: bool | None = None, readers: bool = True, memory: bool = True) -> list[Failure]:
     """Every property for one case; `as_json` None runs the CLI both ways."""
     failures: list[Failure] = []

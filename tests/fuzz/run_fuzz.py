@@ -53,6 +53,7 @@ def worker(target: str, seconds: float, scratch: Path, out: Path, save: bool, se
 
     warnings.simplefilter("ignore")
     known = _known(out) if save else set()
+    harness.PEAKS.clear()  # the summary's peaks are the fuzz cases', not the regressions'
     summary = {"target": target, "tried": 0, "failing": 0, "distinct": [], "saved": []}
     deadline = time.monotonic() + seconds
 

@@ -262,6 +262,7 @@ def index_folders(draw) -> Case:
 TORCH_SAMPLES = ("hf-run3/checkpoint-4/optimizer.pt", "hf-run3/checkpoint-4/scheduler.pt",
                  "hf-run3/checkpoint-4/rng_state.pth", "lightning/last.ckpt",
                  "megatron-run/iter_0000004/mp_rank_00/model_optim_rng.pt",
+                 "deepspeed-run/global_step4/mp_rank_00_model_states.pt",  # no DeepSpeed class
                  "accelerate-state/step_4/random_states_0.pkl")
 
 
@@ -297,10 +298,29 @@ def synthetic_zip(draw) -> bytes:
 
 
 @st.composite
+def synthetic_legacy(draw) -> bytes:
+    """The pre-zip format: magic number, protocol, system info, the object, the storage keys,
+    then per key an 8-byte element count and the bytes (the object is a grammar program)."""
+    info = {"protocol_version": 1001, "little_endian": draw(st.booleans()),
+            "type_sizes": {"short": 2, "int": 4, "long": 4}}
+    head = b"".join(pickle.dumps(x, protocol=2) for x in (0x1950A86A20F9469CFC6C, 1001, info))
+    obj = draw(pickle_program(root=rebuild_tensor(VALUE_OPS) if draw(st.booleans()) else None))
+    keys = draw(st.lists(st.sampled_from(["0", "1", "2", "x"]), max_size=3, unique=True))
+    tail = pickle.dumps(keys if draw(st.integers(0, 5)) else draw(junk(tensors=False)), protocol=2)
+    for _ in keys:
+        count = draw(st.sampled_from([0, 1, 4, -1, 2**62]) | st.integers(0, 16))
+        tail += struct.pack("<q", count) + b"\0" * draw(st.integers(0, 64))
+    return head + obj + tail
+
+
+@st.composite
 def torch_bytes_damaged(draw) -> bytes:
-    base = draw(st.sampled_from(["save", "save", "save", "legacy", "raw", "synthetic"]))
+    base = draw(st.sampled_from(["save", "save", "save", "legacy", "raw", "synthetic",
+                                 "synthetic-legacy"]))
     if base == "synthetic":
         data = draw(synthetic_zip())
+    elif base == "synthetic-legacy":
+        data = draw(synthetic_legacy())
     elif base == "raw":
         data = _sample_bytes(draw(st.sampled_from(TORCH_SAMPLES)))
     else:
@@ -449,12 +469,14 @@ def dcp_folders(draw) -> Case:
 
 # -- training-state folders --------------------------------------------------------------------
 
+# sample files that torch.load cannot rebuild without a package CI does not install
+# (transformers' TrainingArguments, DeepSpeed's ZeRO optimizer state): damaged as bytes only
+NOT_LOADED = ("training_args.bin", "optim_states.pt")
 FRAMEWORKS = {  # sample folder -> where it goes in the case
     "hf-run3": "run3",  # a folder of three checkpoints: the timeline readers
     "hf-run3/checkpoint-4": "checkpoint-4",
     "hf-multirank/checkpoint-4": "checkpoint-4",
-    # not deepspeed-run: mutating it needs torch.load of DeepSpeed's classes, and CI has no
-    # deepspeed (the malicious corpus covers its model-states file)
+    "deepspeed-run": "run",
     "megatron-run": "run",
     "lightning": "lightning",
     "accelerate-state/step_4": "step_4",
@@ -471,7 +493,7 @@ def state_folders(draw) -> Case:
     rel = draw(st.sampled_from(sorted(FRAMEWORKS)))
     top = FRAMEWORKS[rel]
     files = {f"{top}/{n}": _sample_bytes(p) for n, p in _folder(rel).items()
-             if not n.endswith(".py") and n != "training_args.bin"}
+             if not n.endswith(".py")}
     for _ in range(draw(st.integers(1, 3))):
         if not files:
             break
@@ -486,10 +508,11 @@ def state_folders(draw) -> Case:
             files[name] = draw(MARKERS)
         elif base.endswith((".pt", ".pth", ".ckpt", ".bin", ".pkl")):
             how = draw(st.sampled_from(["tree", "tree", "tree", "bytes", "drop"]))
+            rel_file = _folder(rel).get(name.split("/", 1)[1])
+            if how == "tree" and (not rel_file or base.endswith(NOT_LOADED)):
+                how = "bytes"  # its classes are not installed in CI: damage it as bytes
             if how == "tree":
-                rel_file = _folder(rel).get(name.split("/", 1)[1])
-                obj = _sample_obj(rel_file) if rel_file and base != "training_args.bin" else {}
-                files[name] = torch_bytes(draw(damaged_tree(obj)))
+                files[name] = torch_bytes(draw(damaged_tree(_sample_obj(rel_file))))
             elif how == "bytes":
                 files[name] = draw(damaged_bytes(files[name]))
             else:

@@ -50,9 +50,17 @@ def test_memory_over_the_limit_is_caught(monkeypatch):
 
 def test_a_hang_is_stopped(monkeypatch):
     monkeypatch.setattr(guards, "HANG_LIMIT", 0.2)
-    with pytest.raises(Hang):
+    with pytest.raises(Hang, match="wall clock"):
         with watch(Usage(), memory=False):
             time.sleep(5)
+
+
+def test_an_endless_loop_is_stopped(monkeypatch):
+    monkeypatch.setattr(guards, "TIME_LIMIT", 0.1)
+    with pytest.raises(Hang, match="of CPU"):
+        with watch(Usage(), memory=False):
+            while True:
+                pass
 
 
 def test_an_undocumented_exception_is_reported(monkeypatch):

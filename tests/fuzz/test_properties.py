@@ -60,8 +60,8 @@ def _assert_holds(case, **kw) -> None:
 
 # examples per target: (reader test, CLI test), sized so the module runs in about a minute on
 # two cores; run_fuzz.py runs the same strategies for as long as it is given
-EXAMPLES = {"safetensors": (200, 60), "index": (120, 40), "torch": (150, 50),
-            "pickle": (250, 60), "dcp": (40, 15), "state": (60, 20)}
+EXAMPLES = {"safetensors": (300, 80), "index": (160, 50), "torch": (200, 70),
+            "pickle": (350, 80), "dcp": (50, 20), "state": (80, 30)}
 
 
 def _reader_test(target: str):

@@ -139,6 +139,10 @@ class StateFiles:
         return functools.partial(self.scalar, pf) if pf is not None else (lambda v: None)
 
 
+def _not_json(token: str):
+    raise ValueError(f"{token} is not JSON")  # Python's json accepts NaN/Infinity; JSON does not
+
+
 def read_json(path: str, limit: int) -> tuple[dict | None, str]:
     try:
         size = os.path.getsize(path)
@@ -146,7 +150,7 @@ def read_json(path: str, limit: int) -> tuple[dict | None, str]:
             return None, (f"{size:,} bytes, over the {limit:,}-byte limit for JSON; not read "
                           "(CKPT_BROWSER_MAX_JSON_BYTES raises it)")
         with open_regular(path) as f:
-            doc = json.loads(f.read().decode("utf-8"))
+            doc = json.loads(f.read().decode("utf-8"), parse_constant=_not_json)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         return None, f"not valid JSON: {e}"
     except OSError as e:

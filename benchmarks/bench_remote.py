@@ -88,7 +88,7 @@ marks["imports (readers, mirror)"] = [marks["imports (cli)"][1], time.perf_count
 timed(rfs, "open_fs", "open filesystem (fsspec, aiohttp)")
 timed(mirror._Mirror, "listing", "listing")
 timed(mirror._Mirror, "fetch", "fetch (headers, small files)")
-timed(readers, "load_checkpoint", "parse (load_checkpoint)")
+timed(readers, "open_checkpoint", "parse (open_checkpoint)")
 timed(components, "training_state", "training state")
 s = time.perf_counter()
 try:

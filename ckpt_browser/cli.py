@@ -13,7 +13,7 @@ import sys
 from ckpt_browser import __version__
 from ckpt_browser.errors import (EXIT_BUG, EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, VERDICT_EXIT,
                                  CheckpointError, UsageError)
-from ckpt_browser.report.escape import printable as _one_line
+from ckpt_browser.escape import printable as _one_line
 
 EXIT_CODES = """exit codes: 0 fine, 2 usage error or nothing readable at PATH,
 5 the checkpoint is damaged (error-level problems), 1 a bug in ckpt-browser;
@@ -217,13 +217,13 @@ def _local(path: str, args) -> str:
 
 def _pick(path: str, choice: str | None):
     """A folder of checkpoints: the one asked for, else the newest. Returns (path, timeline)."""
-    from ckpt_browser.readers.timeline import find_checkpoints, is_timeline
+    from ckpt_browser.analysis.runs import run_entries
 
-    if not is_timeline(path):
+    entries = run_entries(path)
+    if not entries:
         if choice:
             raise UsageError(path, "--checkpoint applies only to a folder of checkpoints")
         return path, None
-    entries = find_checkpoints(path)
     if not choice:
         return entries[0].path, entries
     for e in entries:
@@ -235,12 +235,12 @@ def _pick(path: str, choice: str | None):
 
 def cmd_inspect(args) -> int:
     from ckpt_browser.analysis.components import training_state
-    from ckpt_browser.readers import load_checkpoint
+    from ckpt_browser.analysis.open import open_checkpoint
     from ckpt_browser.readers.load import paused_gc
 
     path, timeline = _pick(_local(_path(args.path), args), args.checkpoint)
-    ckpt = load_checkpoint(path)
-    training = training_state(path)
+    ckpt = open_checkpoint(path)
+    training = training_state(ckpt)
     if args.json:
         from ckpt_browser.report.json_report import full_doc
 
@@ -251,8 +251,9 @@ def cmd_inspect(args) -> int:
 
         if timeline:
             print(timeline_text(timeline, path) + "\n")
-        print(inspect_text(ckpt) + state_text(training))
-    errors = [p for p in ckpt.problems + tuple(training.problems) if p.severity == "error"]
+        print(inspect_text(ckpt, training.framework) + state_text(training, ckpt.problems))
+    errors = list(dict.fromkeys(p for p in ckpt.problems + tuple(training.problems)
+                                if p.severity == "error"))
     if errors:
         first = errors[0]
         where = f"{first.file}: " if first.file else ""
@@ -263,11 +264,11 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from ckpt_browser.readers.timeline import is_timeline
+    from ckpt_browser.analysis.runs import is_run
     from ckpt_browser.report.resume import resume_doc, resume_text, timeline_resume_text
 
     args.path = _local(args.path, args)
-    if is_timeline(args.path):
+    if is_run(args.path):
         from ckpt_browser.analysis.resume import resume_reports
 
         timeline = resume_reports(args.path, args.world_size)
@@ -426,11 +427,12 @@ class _Progress:
 
 
 def _diff_side(path: str, which: str):
-    from ckpt_browser.readers.timeline import find_checkpoints, is_timeline
+    from ckpt_browser.analysis.runs import run_entries
     from ckpt_browser.values.diff import open_side
 
-    if is_timeline(path):
-        names = ", ".join(e.name for e in find_checkpoints(path)[:6])
+    entries = run_entries(path)
+    if entries:
+        names = ", ".join(e.name for e in entries[:6])
         raise UsageError(path, f"{which} is a folder of several checkpoints ({names}); "
                          "name one of them")
     return open_side(path)

@@ -31,16 +31,28 @@ class Problem:
         return f"{self.severity}: {where}{self.message}"
 
 
-class TensorInfo(NamedTuple):
-    """A tensor as its header describes it. A NamedTuple: 94,000 of these must be cheap."""
+# what a file holds, read from its content (its name is only a hint)
+FORMATS = ("safetensors", "torch-zip", "torch-legacy", "pickle", "dcp-metadata", "dcp-rank",
+           "torchscript", "export", "json", "other")
+# what a tensor belongs to: the seven resume components, EMA copies of the weights, and the rest
+TENSOR_KINDS = ("weights", "ema", "optimizer", "scheduler", "scaler", "rng", "data", "progress",
+                "other")
 
-    name: str
+
+class TensorInfo(NamedTuple):
+    """A tensor as its file describes it. A NamedTuple: 94,000 of these must be cheap."""
+
+    name: str  # the full path inside its file: a header key, a dotted path through a pickle
     dtype: str
     shape: tuple[int, ...]
     file: str
-    begin: int  # data-relative offsets, as in the header
+    # safetensors: offsets in the data section, as in the header; other formats: absolute
+    # offsets in the file, or (0, nbytes) when the file does not say where (`located` False)
+    begin: int
     end: int
     numel: int
+    component: str = "weights"  # one of TENSOR_KINDS
+    located: bool = True
 
     @property
     def nbytes(self) -> int:
@@ -65,9 +77,12 @@ class Totals:
     by_dtype: dict[str, DtypeTotal] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, tensors) -> Totals:
+    def of(cls, tensors, component: str | None = None) -> Totals:
+        """Totals of `tensors`, or of those belonging to one component."""
         by: dict[str, list[int]] = {}
-        for _, dtype, _, _, begin, end, numel in tensors:
+        for _, dtype, _, _, begin, end, numel, kind, _ in tensors:
+            if component is not None and kind != component:
+                continue
             row = by.get(dtype)
             if row is None:
                 row = by[dtype] = [0, 0, 0]
@@ -78,7 +93,7 @@ class Totals:
 
     @classmethod
     def _from_rows(cls, by: dict[str, list[int]]) -> Totals:
-        by_dtype = {k: DtypeTotal(*v) for k, v in sorted(by.items())}
+        by_dtype = {k: DtypeTotal(*v) for k, v in sorted(by.items(), key=lambda kv: str(kv[0]))}
         return cls(sum(v.tensors for v in by_dtype.values()),
                    sum(v.params for v in by_dtype.values()),
                    sum(v.bytes for v in by_dtype.values()), by_dtype)
@@ -88,20 +103,35 @@ class Totals:
         for k, v in other.by_dtype.items():
             merged[k] = merged.get(k, DtypeTotal()) + v
         return Totals(self.tensors + other.tensors, self.params + other.params,
-                      self.bytes + other.bytes, dict(sorted(merged.items())))
+                      self.bytes + other.bytes,
+                      dict(sorted(merged.items(), key=lambda kv: str(kv[0]))))
 
 
 @dataclass(frozen=True)
-class ShardInfo:
-    """One safetensors file, as far as its header could be read."""
+class Part:
+    """A subtree of a pickled file recognised by its content: the optimizer's state_dict under
+    `optimizer_state_dict`, the weights at the root of a plain state dict ..."""
+
+    kind: str  # one of TENSOR_KINDS, or "config" (args, hyper-parameters)
+    path: str  # dotted path of the subtree in its file; "" is the whole file
+    what: str = ""  # how it was recognised, for people: "torch optimizer state_dict"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file of a checkpoint, whatever its format, as far as it could be read."""
 
     name: str  # relative to the checkpoint folder
     path: str
     size: int | None = None  # file size; None when the file could not be stat'ed
-    header_bytes: int | None = None  # N, without the 8-byte length prefix
+    header_bytes: int | None = None  # safetensors: N, without the 8-byte length prefix
     metadata: dict[str, str] | None = None
     tensors: tuple[TensorInfo, ...] = ()
     problems: tuple[Problem, ...] = ()
+    format: str = "safetensors"  # one of FORMATS, from the content
+    detail: str = ""  # one line on what else it holds ("TorchScript archive", "4 pickled values")
+    source: object = None  # what the analysis reads: a PickleFile, a DcpCheckpoint ...
+    parts: tuple[Part, ...] = ()  # pickles: the components found in it, by content
 
     @property
     def error(self) -> str | None:
@@ -115,6 +145,10 @@ class ShardInfo:
     @cached_property
     def totals(self) -> Totals:
         return Totals.of(self.tensors)
+
+    @cached_property
+    def all_weights(self) -> bool:
+        return all(t.component == "weights" for t in self.tensors)
 
 
 @dataclass(frozen=True)
@@ -143,34 +177,69 @@ def natural_key(name: str) -> tuple:
 
 @dataclass(frozen=True)
 class Layout:
-    """What a path holds, found without reading any shard header."""
+    """What a path holds, found from the listing and the index, before any file is read."""
 
     path: str  # as the user gave it
-    root: str  # the folder that shard names are relative to
-    format: str  # "safetensors" | "safetensors-index" | "safetensors-folder"
-    files: tuple[str, ...]  # shard files to read, in natural order
+    root: str  # the folder that file names are relative to
+    # "safetensors" | "safetensors-index" | "safetensors-folder" when the weights are
+    # safetensors, else "files": any other set of files, read by content
+    format: str
+    files: tuple[str, ...]  # every file to read, in natural order: shards and all the others
     index: IndexInfo | None = None
     unlisted: tuple[str, ...] = ()  # shard-like files the index does not name
     problems: tuple[Problem, ...] = ()
+    shards: tuple[str, ...] = ()  # the files that should be safetensors (the index's, *.safetensors)
+    dcp: tuple[str, ...] = ()  # DCP folders, relative to root ("" the root itself)
+    detection: object = None  # what the file and folder names say (readers.detection.Detection)
 
 
 @dataclass(frozen=True)
 class Checkpoint:
     layout: Layout
-    shards: tuple[ShardInfo, ...]
+    files: tuple[FileInfo, ...]  # every file, in the layout's order
     problems: tuple[Problem, ...]
+
+    @property
+    def shards(self) -> tuple[FileInfo, ...]:
+        return tuple(f for f in self.files if f.format == "safetensors")
 
     @cached_property
     def totals(self) -> Totals:
+        """The weights' totals: every tensor that belongs to the model weights."""
+        return self.totals_of("weights")
+
+    def totals_of(self, component: str) -> Totals:
         total = Totals()
-        for shard in self.shards:
-            total = total + shard.totals
+        for f in self.files:
+            if not f.tensors:
+                continue
+            total = total + (f.totals if component == "weights" and f.all_weights
+                             else Totals.of(f.tensors, component))
         return total
+
+    @cached_property
+    def component_totals(self) -> dict[str, Totals]:
+        """Totals of every other component that holds tensors (optimizer, ema, rng ...)."""
+        kinds = {t.component for f in self.files if not f.all_weights for t in f.tensors}
+        return {k: self.totals_of(k) for k in TENSOR_KINDS if k in kinds and k != "weights"}
 
     @property
     def tensors(self):
-        for shard in self.shards:
-            yield from shard.tensors
+        """Every tensor of every file, whatever component it belongs to."""
+        for f in self.files:
+            yield from f.tensors
+
+    @property
+    def weights(self):
+        """The model's weights: the tensors the content analysis put in the weights."""
+        for f in self.files:
+            if f.all_weights:
+                yield from f.tensors
+            else:
+                yield from (t for t in f.tensors if t.component == "weights")
+
+    def file(self, name: str) -> FileInfo | None:
+        return next((f for f in self.files if f.name == name), None)
 
     @property
     def damaged(self) -> bool:
@@ -196,7 +265,8 @@ class TrainingState:
     """What a checkpoint holds beside the weights, per the framework that wrote it."""
 
     framework: str  # "hf-trainer" | "accelerate" | "lightning" | "dcp" | "torchtitan" |
-    #                 "deepspeed" | "megatron" | "safetensors" | "torch" | "unknown"
+    #                 "deepspeed" | "megatron" | "safetensors" | "torch" | "unknown", or a
+    #                 project found by content: "nanogpt", "timm", ... "custom"
     step: int | None = None
     epoch: float | None = None
     ranks: int | None = None
@@ -204,6 +274,9 @@ class TrainingState:
     files: tuple = ()  # tuple[PickleFile | DcpCheckpoint, ...]: every state file read
     problems: tuple[Problem, ...] = ()
     root: str = ""  # the folder the files' names are relative to
+    # file -> tensor path -> component, for every file that is not safetensors
+    kinds: dict[str, dict[str, str]] = field(default_factory=dict)
+    project: str = ""  # who wrote a single-file checkpoint, for people ("nanoGPT (train.py)")
 
 
 VERDICTS = ("exact", "inexact", "weights-only", "broken")

@@ -1,34 +1,35 @@
 """The seven parts of training state (weights, optimizer, scheduler, rng, data, progress, scaler)
-as one framework wrote them, read without executing any pickle.
+of one checkpoint, read without executing any pickle.
 
-`training_state(path)` detects the framework by names (readers/frameworks.py), reads each state
-file once with the restricted readers, and fills one `Component` per kind with a status, the
-files, one sentence for a tired human, and JSON-able facts. It decides no resume verdict.
-Each framework family's rules live in `analysis/state/`.
+`training_state(ckpt)` takes a checkpoint whose files were all read by content
+(`analysis.open.open_checkpoint`). Framework folders whose layout only names can tell (HF
+Trainer's checkpoint-N, accelerate, DCP / torchtitan, DeepSpeed, Megatron, Lightning's sharded
+folders) go to their builders in `analysis/state/`; a single file goes to the builder its
+content calls for (Lightning, DeepSpeed and Megatron files whatever their name); everything
+else, the custom loops and popular projects' files above all, to the content builder. Each
+fills one `Component` per kind with a status, the files, one sentence for a tired human, and
+JSON-able facts. No resume verdict is decided here.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from dataclasses import replace
 
-from ckpt_browser.limits import env_limit
-from ckpt_browser.analysis.state.common import Found, every_kind, missing
+from ckpt_browser.analysis.content.projects import framework_of
+from ckpt_browser.analysis.state.common import missing
 from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.model import COMPONENTS, TrainingState
+from ckpt_browser.limits import env_limit
+from ckpt_browser.model import COMPONENTS, Checkpoint, TrainingState
+from ckpt_browser.readers.files import PICKLE_FORMATS
 from ckpt_browser.readers.frameworks import Detection, detect
-from ckpt_browser.readers.layout import MARKER_FILES
+from ckpt_browser.readers.standins import PickleFile
 
 __all__ = ["BUILDERS", "MAX_JSON", "training_state"]
 
 # read at each call, so a test can lower it
 MAX_JSON = env_limit("MAX_JSON_BYTES", 64 * 1024 * 1024)
-
-
-def build_unknown(det: Detection, fs: StateFiles) -> Found:
-    return every_kind(Found(), lambda kind: missing(
-        kind, "no framework's checkpoint files were recognised here."))
-
 
 # framework -> "module:function" under analysis/state/, imported only for the framework found:
 # a safetensors-only folder (the 94,000-tensor benchmark) loads one small module, not all six.
@@ -36,44 +37,77 @@ BUILDERS: dict[str, str] = {
     "hf-trainer": "hf:build_hf", "accelerate": "accelerate:build_accelerate",
     "lightning": "lightning:build_lightning", "torchtitan": "dcp:build_torchtitan",
     "dcp": "dcp:build_dcp", "deepspeed": "deepspeed:build_deepspeed",
-    "megatron": "megatron:build_megatron", "safetensors": "weights:build_safetensors",
-    "torch": "weights:build_safetensors",
+    "megatron": "megatron:build_megatron",
 }
+BY_CONTENT = "content:build_content"  # anything else: the files say what they are
 
 
-def _builder(framework: str):
-    target = BUILDERS.get(framework)
-    if target is None:
-        return build_unknown
+def _builder(target: str):
     module, name = target.split(":")
     return getattr(importlib.import_module(f"ckpt_browser.analysis.state.{module}"), name)
 
 
-# Files that only make sense as part of the folder around them: a user pointing at one means
-# the checkpoint it belongs to.
-_PART_OF_FOLDER = (".metadata", *MARKER_FILES)
+def training_state(source) -> TrainingState:
+    """All seven components of a checkpoint (a Checkpoint, or a path to open). Never raises
+    for a damaged or malicious file: those become statuses and problems."""
+    if isinstance(source, Checkpoint):
+        ckpt = source
+    else:
+        from ckpt_browser.analysis.open import open_checkpoint
 
-
-def _checkpoint_of(path: str) -> str:
-    name = os.path.basename(path)
-    if os.path.isfile(path) and (name in _PART_OF_FOLDER or name.endswith((".distcp", ".index.json"))):
-        return os.path.dirname(path) or "."
-    return path
-
-
-def training_state(path: str) -> TrainingState:
-    """Detect the framework at `path` and describe all seven components. Never raises for a
-    damaged or malicious file: those become statuses and problems."""
-    det = detect(_checkpoint_of(path))
-    fs = StateFiles(det.root, MAX_JSON)
+        ckpt = open_checkpoint(source)
+    det = _detection(ckpt)
+    target = BUILDERS.get(det.framework, BY_CONTENT)
+    fs = StateFiles(det.root, MAX_JSON, ckpt)
     try:
-        found = _builder(det.framework)(det, fs)
+        if target == BY_CONTENT:
+            found = _builder(target)(ckpt, det, fs)
+        else:
+            found = _builder(target)(det, fs)
     finally:
         fs.close()
     comps = {k: found.components.get(k) or missing(k, "nothing in this checkpoint holds it.")
              for k in COMPONENTS}
     step = found.step if found.step is not None else det.step
     epoch = found.epoch if found.epoch is not None else det.epoch
-    problems = list(det.problems) + fs.problems + found.problems
-    return TrainingState(det.framework, step, epoch, found.ranks, comps, tuple(fs.read),
-                         tuple(dict.fromkeys(problems)), det.root)
+    # the layout's notes and every problem of a file the state is read from (not the shards:
+    # those are the weights view's), so a report of the state alone still names them
+    state_files = {f.name for f in ckpt.files if f.format != "safetensors"}
+    problems = [p for p in ckpt.problems if p.file is None or p.file in state_files]
+    problems += list(det.problems) + fs.problems + found.problems
+    kinds = {f.name: {t.name: t.component for t in f.tensors}
+             for f in ckpt.files if f.format != "safetensors" and f.tensors}
+    return TrainingState(found.framework or det.framework, step, epoch, found.ranks, comps,
+                         tuple(fs.read), tuple(dict.fromkeys(problems)), det.root, kinds,
+                         found.project)
+
+
+def _detection(ckpt: Checkpoint) -> Detection:
+    """What the names say, corrected by content for a single torch file: a Lightning .ckpt,
+    DeepSpeed or Megatron states are read by their builders whatever they are called, and a
+    file that only looks like one by name is read by content."""
+    layout = ckpt.layout
+    det = layout.detection if isinstance(layout.detection, Detection) else detect(layout.path)
+    if len(ckpt.files) != 1 or os.path.isdir(layout.path):
+        return det
+    f = ckpt.files[0]
+    pf = f.source if isinstance(f.source, PickleFile) else None
+    if f.format not in PICKLE_FORMATS or pf is None:
+        return replace(det, framework="unknown") if det.framework in BUILDERS else det
+    kind = framework_of(pf.obj) if pf.obj is not None and not pf.unsafe else None
+    name = f.name
+    if kind == "lightning":
+        from ckpt_browser.readers.detection.lightning import LIGHTNING_ROLES
+
+        return replace(det, framework="lightning", variant="", roles={
+            k: (name,) for k in LIGHTNING_ROLES})
+    if kind == "deepspeed":
+        from ckpt_browser.readers.detection.deepspeed import deepspeed_tag
+
+        return replace(deepspeed_tag(layout.path, det.root, "", [name], det.step,
+                                     det.step_source), path=det.path)
+    if kind == "megatron":
+        return replace(det, framework="megatron", variant="torch", roles={
+            k: (name,) for k in COMPONENTS})
+    return replace(det, framework="unknown") if det.framework in BUILDERS else det
+

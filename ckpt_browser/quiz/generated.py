@@ -68,13 +68,15 @@ def generate(ckpt: Checkpoint | None, training: TrainingState | None = None,
     found: list[Question | None] = []
     if ckpt is not None:
         tensors = _unique_tensors(ckpt)
-        for t in _pick(rng, tensors, per_kind):
-            found.append(shard_question(ckpt, t, rng))
+        if len(ckpt.layout.shards) > 1:  # which shard: only where the weights are sharded
+            for t in _pick(rng, [t for t in tensors if t.file in ckpt.layout.shards], per_kind):
+                found.append(shard_question(ckpt, t, rng))
         for t in _pick(rng, tensors, per_kind):
             found.append(dtype_question(ckpt, t, rng))
         for t in _pick(rng, tensors, per_kind):
             found.append(shape_question(ckpt, t, rng))
-        found.extend(module_questions(build_modules(ckpt.tensors), rng, per_kind))
+        found.extend(module_questions(build_modules(_weights(ckpt)), rng, per_kind))
+        found.extend(part_questions(ckpt, rng, per_kind))
     if resume is not None:
         found.append(missing_question(resume, rng))
         found.append(verdict_question(resume, rng))
@@ -86,11 +88,11 @@ def generate(ckpt: Checkpoint | None, training: TrainingState | None = None,
 def questions_for(path: str, seed: int | None = 0) -> list[Question]:
     """Read the checkpoint at `path` (headers and state files only) and generate."""
     from ckpt_browser.analysis.components import training_state
+    from ckpt_browser.analysis.open import open_checkpoint
     from ckpt_browser.analysis.resume import report_from
-    from ckpt_browser.readers import load_checkpoint
 
-    ckpt = load_checkpoint(path)
-    training = training_state(path)
+    ckpt = open_checkpoint(path)
+    training = training_state(ckpt)
     return generate(ckpt, training, report_from(ckpt, training), seed)
 
 
@@ -98,21 +100,33 @@ def _pick(rng: random.Random, items: list, n: int) -> list:
     return rng.sample(items, min(n, len(items)))
 
 
+def _weights(ckpt: Checkpoint) -> list:
+    return list(ckpt.weights)
+
+
 def _unique_tensors(ckpt: Checkpoint) -> list:
-    """Tensors whose name is in exactly one shard and where the index (if any) agrees."""
+    """Weights whose name is in exactly one file and where the index (if any) agrees."""
+    weights = _weights(ckpt)
     counts: dict[str, int] = {}
-    for t in ckpt.tensors:
+    for t in weights:
         counts[t.name] = counts.get(t.name, 0) + 1
     wmap = ckpt.layout.index.weight_map if ckpt.layout.index else {}
-    ok = [t for t in ckpt.tensors if counts[t.name] == 1 and wmap.get(t.name, t.file) == t.file]
+    ok = [t for t in weights if counts[t.name] == 1 and wmap.get(t.name, t.file) == t.file]
     return sorted(ok, key=lambda t: natural_key(t.name))
+
+
+def _record(ckpt: Checkpoint, t) -> tuple[str, str]:
+    """Where a tensor's dtype and shape are written: a header, or the pickle's records."""
+    if t.file in ckpt.layout.shards or t.file.endswith(".safetensors"):
+        return f"The header of {t.file}", f"Header của {t.file}"
+    return f"The pickled records of {t.file}", f"Bản ghi pickle của {t.file}"
 
 
 def shard_question(ckpt: Checkpoint, t, rng: random.Random) -> Question | None:
     layout = ckpt.layout
     wrong = [Opt(f, f"{f} does not hold {t.name}: its header does not list it.",
                  f"{f} không chứa {t.name}: header của nó không liệt kê tensor này.")
-             for f in (*layout.files, *layout.unlisted) if f != t.file]
+             for f in (*layout.shards, *layout.unlisted) if f != t.file]
     if layout.index is not None:
         idx = layout.index.name
         wrong.append(Opt(idx, f"{idx} is the index: it maps names to shards but holds no "
@@ -127,16 +141,17 @@ def shard_question(ckpt: Checkpoint, t, rng: random.Random) -> Question | None:
 
 
 def dtype_question(ckpt: Checkpoint, t, rng: random.Random) -> Question | None:
-    real = sorted({x.dtype for x in ckpt.tensors})
+    real = sorted({str(x.dtype) for x in _weights(ckpt)})
     others = [d for d in (*real, *COMMON_DTYPES) if d != t.dtype]
-    wrong = [Opt(d, f"The header of {t.file} records {t.dtype} for this tensor, not {d}.",
-                 f"Header của {t.file} ghi {t.dtype} cho tensor này, không phải {d}.")
+    where, where_vi = _record(ckpt, t)
+    wrong = [Opt(d, f"{where} records {t.dtype} for this tensor, not {d}.",
+                 f"{where_vi} ghi {t.dtype} cho tensor này, không phải {d}.")
              for d in dict.fromkeys(others)]
     bits = DTYPE_BITS.get(t.dtype)
     size = f"; {bits} bits per element" if bits else ""
     size_vi = f"; {bits} bit mỗi phần tử" if bits else ""
-    lead = (f"The header entry of {t.name} in {t.file} says dtype {t.dtype}{size}.",
-            f"Mục header của {t.name} trong {t.file} ghi dtype {t.dtype}{size_vi}.")
+    lead = (f"{where} says {t.name} has dtype {t.dtype}{size}.",
+            f"{where_vi} ghi {t.name} có dtype {t.dtype}{size_vi}.")
     return make(f"gen-dtype-{t.name}", "safetensors",
                 (f"What is the dtype of {t.name}?", f"Tensor {t.name} có dtype gì?"), lead,
                 Opt(t.dtype, f"Right: {lead[0]}", f"Đúng: {lead[1]}"), wrong[:6], rng)
@@ -147,14 +162,16 @@ def _shape(shape) -> str:
 
 
 def shape_question(ckpt: Checkpoint, t, rng: random.Random) -> Question | None:
-    shapes = sorted({tuple(x.shape) for x in ckpt.tensors if len(x.shape) == len(t.shape)})
+    shapes = sorted({tuple(x.shape) for x in _weights(ckpt) if len(x.shape) == len(t.shape)})
     rng.shuffle(shapes)
     candidates = [*shapes, tuple(reversed(t.shape))]
     right = _shape(t.shape)
-    wrong = [Opt(_shape(s), f"The header records {right} for {t.name}, not {_shape(s)}.",
-                 f"Header ghi {right} cho {t.name}, không phải {_shape(s)}.") for s in candidates]
-    lead = (f"The header entry of {t.name} says shape {right}: {t.numel:,} elements.",
-            f"Mục header của {t.name} ghi shape {right}: {t.numel:,} phần tử.")
+    where, where_vi = _record(ckpt, t)
+    wrong = [Opt(_shape(s), f"{where} records {right} for {t.name}, not {_shape(s)}.",
+                 f"{where_vi} ghi {right} cho {t.name}, không phải {_shape(s)}.")
+             for s in candidates]
+    lead = (f"{where} says {t.name} has shape {right}: {t.numel:,} elements.",
+            f"{where_vi} ghi {t.name} có shape {right}: {t.numel:,} phần tử.")
     return make(f"gen-shape-{t.name}", "safetensors",
                 (f"What is the shape of {t.name}?", f"Tensor {t.name} có shape nào?"), lead,
                 Opt(right, f"Right: {lead[0]}", f"Đúng: {lead[1]}"), wrong, rng)
@@ -187,6 +204,39 @@ def module_questions(root: ModuleNode, rng: random.Random, n: int) -> list[Quest
                         (f"How many parameters does the module {m.path} have?",
                          f"Module {m.path} có bao nhiêu tham số?"), lead,
                         Opt(f"{p:,}", f"Right: {lead[0]}", f"Đúng: {lead[1]}"), wrong, rng))
+    return out
+
+
+PART_WORDS = {
+    "weights": ("the model weights (a state_dict)", "trọng số mô hình (một state_dict)"),
+    "ema": ("an EMA copy of the weights", "bản EMA của trọng số"),
+    "optimizer": ("the optimizer state (moments, param groups)",
+                  "trạng thái optimizer (moment, param group)"),
+    "scheduler": ("the LR scheduler's position", "vị trí của LR scheduler"),
+    "scaler": ("the fp16 loss scaler (GradScaler)", "bộ scale loss fp16 (GradScaler)"),
+    "rng": ("random number generator states", "trạng thái bộ sinh số ngẫu nhiên (RNG)"),
+    "data": ("the data loader's position", "vị trí của data loader"),
+    "progress": ("a step or epoch counter", "bộ đếm bước hoặc epoch"),
+    "config": ("the run's settings (args, config)", "cấu hình của lượt chạy (args, config)"),
+}
+
+
+def part_questions(ckpt: Checkpoint, rng: random.Random, n: int) -> list[Question | None]:
+    """What a key of a pickled file holds, read from its content (the name may not say)."""
+    parts = [(f, p) for f in ckpt.files for p in f.parts if p.path and p.kind in PART_WORDS]
+    out = []
+    for f, p in _pick(rng, parts, n):
+        right = PART_WORDS[p.kind]
+        why = (f"{p.path} in {f.name} is {p.what}: that is {right[0]}.",
+               f"{p.path} trong {f.name} là {p.what}: đó là {right[1]}.")
+        wrong = [Opt(en, f"Not {en}: its content is {p.what}.",
+                     f"Không phải {vi}: nội dung của nó là {p.what}.")
+                 for k, (en, vi) in PART_WORDS.items() if k != p.kind]
+        rng.shuffle(wrong)
+        out.append(make(f"gen-part-{f.name}:{p.path}", "verify",
+                        (f"What does {p.path} in {f.name} hold?",
+                         f"{p.path} trong {f.name} chứa gì?"), why,
+                        Opt(right[0], f"Right: {why[0]}", f"Đúng: {why[1]}"), wrong, rng))
     return out
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ckpt_browser.model import ERROR, WARNING, Layout, Problem, ShardInfo
-from ckpt_browser.report.escape import printable
+from ckpt_browser.model import ERROR, WARNING, Layout, Problem, FileInfo
+from ckpt_browser.escape import printable
 
 SHOW = 5  # names quoted per problem before "and N more"
 
@@ -15,14 +15,14 @@ def _names(names: list[str]) -> str:
     return shown + (f" and {len(names) - SHOW:,} more" if len(names) > SHOW else "")
 
 
-def cross_check(layout: Layout, shards: list[ShardInfo]) -> list[Problem]:
+def cross_check(layout: Layout, shards: list[FileInfo]) -> list[Problem]:
     problems = _duplicates_across(shards)
     if layout.index is not None:
         problems += _against_index(layout, shards)
     return problems
 
 
-def _duplicates_across(shards: list[ShardInfo]) -> list[Problem]:
+def _duplicates_across(shards: list[FileInfo]) -> list[Problem]:
     where: dict[str, str] = {}
     clashes: dict[tuple[str, str], list[str]] = defaultdict(list)
     for shard in shards:
@@ -35,7 +35,7 @@ def _duplicates_across(shards: list[ShardInfo]) -> list[Problem]:
             for (a, b), names in clashes.items()]
 
 
-def _against_index(layout: Layout, shards: list[ShardInfo]) -> list[Problem]:
+def _against_index(layout: Layout, shards: list[FileInfo]) -> list[Problem]:
     index = layout.index
     expected: dict[str, list[str]] = defaultdict(list)
     for tname, fname in index.weight_map.items():

@@ -1,20 +1,20 @@
-"""Work out what a path holds: one file, an index and its shards, or a folder of shards.
+"""Work out which files make up the checkpoint at a path: one file, an index and its shards,
+a framework's folder (sub-folders included), or any folder of files.
 
-Only the directory listing and the index are read here, so the tree skeleton
-is ready before any shard header is opened.
+Only the directory listing, the index and tiny markers are read here, so the tree skeleton is
+ready before any file is opened; what each file holds is read from its content later.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import replace
 
 from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
 from ckpt_browser.model import ERROR, INFO, WARNING, Layout, Problem, natural_key
+from ckpt_browser.readers.detection.dcp import DCP_DATA
+from ckpt_browser.readers.files import NOT_A_CHECKPOINT, head_of, sniff
 from ckpt_browser.readers.index import read_index
-from ckpt_browser.readers.regular import open_regular
-from ckpt_browser.readers.safetensors import MAX_HEADER
 
 INDEX_SUFFIX = ".safetensors.index.json"
 PREFERRED_INDEX = "model.safetensors.index.json"
@@ -50,17 +50,27 @@ def _open_layout(path: str) -> Layout:
         raise PathNotFound(path, "no such file or folder")
     if os.path.isdir(path):
         return _folder(path)
-    if path.endswith(".index.json"):
-        return _from_index(path, os.path.dirname(path) or ".", os.path.basename(path))
     root, name = os.path.split(path)
-    if name in MARKER_FILES:  # a text marker: the user means the checkpoint around it
-        return replace(_folder(root or "."), path=path)
-    if path.endswith(".safetensors") or _sniff_safetensors(path):
-        return Layout(path, root or ".", "safetensors", (name,))
-    if path.endswith(TORCH_SUFFIXES) or _sniff_pickle(path):
-        # a torch file or pickle: its contents come from the training-state readers
-        return Layout(path, root or ".", "torch", ())
-    raise NotACheckpoint(path, "not a safetensors file, an index, or a torch file/pickle")
+    if path.endswith(".index.json"):  # the folder around it, with this index
+        return replace(_folder(root or ".", index=name), path=path)
+    root = root or "."
+    if name in MARKER_FILES or name == ".metadata" or DCP_DATA.match(name):
+        # a marker or a DCP part: the user means the checkpoint around it
+        return replace(_folder(root), path=path)
+    if not name.endswith(".safetensors") and _kind(path) == "other":
+        raise NotACheckpoint(path, f"not a checkpoint: its content is {NOT_A_CHECKPOINT}")
+    from ckpt_browser.readers.frameworks import detect
+
+    shard = name.endswith(".safetensors") or _kind(path) == "safetensors"
+    return Layout(path, root, "safetensors" if shard else "files", (name,),
+                  shards=(name,) if shard else (), detection=detect(path))
+
+
+def _kind(path: str) -> str:
+    try:
+        return sniff(head_of(path)[0])
+    except OSError:
+        return "unreadable"
 
 
 def _listdir(folder: str) -> list[str]:
@@ -72,9 +82,25 @@ def _listdir(folder: str) -> list[str]:
         raise NotACheckpoint(folder, f"cannot list the folder: {e.strerror or e}") from None
 
 
-def _folder(path: str) -> Layout:
+def _folder(path: str, index: str | None = None) -> Layout:
+    from ckpt_browser.readers.frameworks import detect
+
     names = _listdir(path)
+    if not names:
+        raise NotACheckpoint(path, "the folder is empty")
+    det = detect(path)
+    if os.path.abspath(det.path) != os.path.abspath(path):
+        # a run folder: the newest checkpoint in it (detection's choice, named in a note)
+        inner = _open_layout(det.path)
+        return replace(inner, problems=det.problems[:1] + inner.problems)
+    return _with_files(_weights(path, names, index), det, names)
+
+
+def _weights(path: str, names: list[str], index: str | None = None) -> Layout:
+    """The safetensors weights of a folder: an index and its shards, or the shards."""
     indexes = [n for n in names if n.endswith(INDEX_SUFFIX)]
+    if index is not None and index.endswith(".index.json"):
+        return _from_index(path, path, index, names)
     if indexes:
         chosen = PREFERRED_INDEX if PREFERRED_INDEX in indexes else indexes[0]
         layout = _from_index(path, path, chosen, names)
@@ -83,16 +109,43 @@ def _folder(path: str) -> Layout:
             note = Problem(INFO, chosen, f"also found {', '.join(others)}; showing {chosen}")
             layout = replace(layout, problems=layout.problems + (note,))
         return layout
-    shards = tuple(n for n in names if n.endswith(".safetensors"))
+    shards = tuple(n for n in names if n.endswith(".safetensors")
+                   and os.path.isfile(os.path.join(path, n)))
     if len(shards) == 1:
-        return Layout(path, path, "safetensors", shards)
+        return Layout(path, path, "safetensors", shards, shards=shards)
     if shards:
-        return Layout(path, path, "safetensors-folder", shards)
-    if not names:
-        raise NotACheckpoint(path, "the folder is empty")
+        return Layout(path, path, "safetensors-folder", shards, shards=shards)
     # No safetensors weights: torch files, DCP, DeepSpeed, Megatron ... or unknown files,
-    # all shown by the training-state readers (an unknown layout is listed, not refused).
-    return Layout(path, path, "no-safetensors", ())
+    # all read by content (an unknown layout is listed, not refused).
+    return Layout(path, path, "files", ())
+
+
+def _with_files(layout: Layout, det, names: list[str]) -> Layout:
+    """Every file of the checkpoint: the shards, the files each framework role names (also in
+    sub-folders: DeepSpeed tags, FSDP DCP folders, adapters), and the rest of the folder."""
+    root = layout.root
+    files = dict.fromkeys(layout.files)
+    dcp = list(det.dcp) if det is not None else []
+    if det is not None:
+        for role_files in det.roles.values():
+            files.update(dict.fromkeys(f for f in role_files if not f.endswith("/")
+                                       and _shown(os.path.basename(f))))
+    for n in names:
+        if not _shown(n):
+            continue
+        if n == ".metadata" and "" not in dcp:
+            dcp.append("")
+        if os.path.isfile(os.path.join(root, n)) or os.path.islink(os.path.join(root, n)):
+            files.setdefault(n)
+    ordered = tuple(sorted(files, key=natural_key))
+    return replace(layout, files=ordered, shards=layout.shards or layout.files, dcp=tuple(dcp),
+                   detection=det)
+
+
+def _shown(name: str) -> bool:
+    """Hidden files are no part of a checkpoint (.gitattributes, a mirror's manifest), except
+    DCP's .metadata and the .metadata.tmp an unfinished save leaves."""
+    return not name.startswith(".") or name in (".metadata", ".metadata.tmp")
 
 
 def _from_index(path: str, root: str, index_name: str, names: list[str] | None = None) -> Layout:
@@ -105,11 +158,12 @@ def _from_index(path: str, root: str, index_name: str, names: list[str] | None =
         shards = tuple(n for n in names if n.endswith(".safetensors"))
         problem = Problem(ERROR, index_name, f"{e}; showing the {len(shards)} .safetensors files "
                           "in the folder instead")
-        return Layout(path, root, "safetensors-index", shards, problems=(problem,))
+        return Layout(path, root, "safetensors-index", shards, problems=(problem,),
+                      shards=shards)
     files = index.files
     if files and not any(f.endswith(".safetensors") for f in files):
-        # pytorch_model.bin.index.json: torch shards, read as training-state files
-        return Layout(path, root, "no-safetensors", ())
+        # pytorch_model.bin.index.json: torch shards, read by content like any other file
+        return Layout(path, root, "files", ())
     problems = []
     safe = []
     for f in files:
@@ -129,33 +183,9 @@ def _from_index(path: str, root: str, index_name: str, names: list[str] | None =
                                 "the index and its shards"))
     unlisted = tuple(n for n in names if n.endswith(".safetensors") and n not in listed
                      and n.startswith(stem + "-"))
-    return Layout(path, root, "safetensors-index", tuple(sorted(safe, key=natural_key)), index,
-                  unlisted, tuple(problems))
+    shards = tuple(sorted(safe, key=natural_key))
+    return Layout(path, root, "safetensors-index", shards, index, unlisted, tuple(problems),
+                  shards=shards)
 
 
-TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
 MARKER_FILES = ("trainer_state.json", "latest", "latest_checkpointed_iteration.txt")
-
-
-def _head(path: str, n: int) -> bytes:
-    try:
-        with open_regular(path) as f:
-            return f.read(n)
-    except OSError:
-        return b""
-
-
-def _sniff_pickle(path: str) -> bool:
-    """A torch zip (PK) or a pickle (protocol 2+ starts with 0x80)."""
-    head = _head(path, 4)
-    return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
-
-
-def _sniff_safetensors(path: str) -> bool:
-    """A file without the extension is accepted if it starts like a safetensors file."""
-    head = _head(path, 16)
-    if len(head) < 9:
-        return False
-    (n,) = struct.unpack("<Q", head[:8])
-    return 2 <= n <= MAX_HEADER and head[8:].lstrip(b" ")[:1] == b"{"
-

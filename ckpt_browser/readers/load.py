@@ -1,4 +1,5 @@
-"""Read every shard header of a layout, in batches, cancellable."""
+"""Read every file of a layout, in batches, cancellable: shard headers first (they are the
+tree's skeleton), then every other file by its content, DCP folders as one read each."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ckpt_browser.model import Checkpoint, Layout, ShardInfo
-from ckpt_browser.readers.safetensors import read_header
+from ckpt_browser.model import Checkpoint, FileInfo, Layout, TensorInfo
+from ckpt_browser.readers.files import read_file
 
 
 @contextmanager
@@ -25,15 +26,42 @@ def paused_gc():
             gc.enable()
 
 
-def iter_shards(layout: Layout, cancel: threading.Event | None = None,
-                batch: int = 8) -> Iterator[list[ShardInfo]]:
-    """Yield shard headers in batches so a UI can show progress; stop when cancelled."""
-    pending: list[ShardInfo] = []
-    for name in layout.files:
+def reading_order(layout: Layout) -> list[str]:
+    """Shards first, in order; then the other files; a DCP folder's files once, as its
+    .metadata (its rank files are only stat'ed)."""
+    shards = set(layout.shards)
+    first = [n for n in layout.files if n in shards]
+    members = {n for n in layout.files if _dcp_of(layout, n) is not None}
+    rest = [n for n in layout.files if n not in shards and n not in members]
+    metas = [(f"{rel}/.metadata" if rel else ".metadata") for rel in layout.dcp]
+    return first + metas + rest
+
+
+def _dcp_of(layout: Layout, name: str) -> str | None:
+    folder = os.path.dirname(name)
+    if folder not in layout.dcp:
+        return None
+    leaf = os.path.basename(name)
+    if leaf == ".metadata" or leaf.endswith(".distcp") or leaf.startswith(".metadata") or \
+            (leaf.startswith("__") and leaf.endswith(".metadata")):
+        return folder
+    return None
+
+
+def iter_files(layout: Layout, cancel: threading.Event | None = None,
+               batch: int = 8) -> Iterator[list[FileInfo]]:
+    """Yield what each file holds, in batches so a UI can show progress; stop when cancelled.
+    A DCP folder yields its .metadata and every rank file together."""
+    pending: list[FileInfo] = []
+    shards = set(layout.shards)
+    for name in reading_order(layout):
         if cancel is not None and cancel.is_set():
             return
         with paused_gc():
-            pending.append(read_header(os.path.join(layout.root, name), name))
+            if os.path.basename(name) == ".metadata" and os.path.dirname(name) in layout.dcp:
+                pending.extend(read_dcp_files(layout.root, os.path.dirname(name)))
+            else:
+                pending.append(read_file(layout.root, name, shard=name in shards))
         if len(pending) >= batch:
             yield pending
             pending = []
@@ -41,26 +69,74 @@ def iter_shards(layout: Layout, cancel: threading.Event | None = None,
         yield pending
 
 
-def finish(layout: Layout, shards: list[ShardInfo]) -> Checkpoint:
-    """Assemble a Checkpoint and run the cross-checks once every header is in."""
-    from ckpt_browser.analysis.integrity import cross_check
+def read_dcp_files(root: str, rel: str) -> list[FileInfo]:
+    """A DCP folder: its .metadata (every tensor, by key, with its global shape) and each rank
+    file (its size; the chunks are placed by the metadata)."""
+    from ckpt_browser.readers.dcp import read_dcp
+    from ckpt_browser.readers.pickle_safe import ITEMSIZE
+
+    folder = os.path.join(root, rel) if rel else root
+    d = read_dcp(folder, rel)
+    prefix = f"{rel}/" if rel else ""
+    meta = prefix + ".metadata"
+    rows = []
+    chunks: dict[str, int] = {}
+    for key, e in d.entries.items():
+        for c in e.chunks:
+            if c.file:
+                chunks[c.file] = chunks.get(c.file, 0) + 1
+        if e.kind != "tensor":
+            continue
+        shape = tuple(e.shape or ())
+        numel = 1
+        for dim in shape:
+            numel *= dim
+        rows.append(TensorInfo(key, e.dtype, shape, meta, 0, numel * ITEMSIZE.get(e.dtype, 1),
+                               numel, "other", False))
+    meta_path = os.path.join(folder, ".metadata")
+    try:
+        size = os.path.getsize(meta_path)
+    except OSError:
+        size = None
+    values = sum(1 for e in d.entries.values() if e.kind != "tensor")
+    out = [FileInfo(meta, meta_path, size, tensors=tuple(rows), problems=d.problems,
+                    format="dcp-metadata", source=d,
+                    detail=f"DCP metadata: {len(rows):,} tensors and {values:,} other values "
+                    f"in {len(d.files)} rank file{'s' if len(d.files) != 1 else ''}")]
+    for name, nbytes in d.files.items():
+        n = chunks.get(name, 0)
+        out.append(FileInfo(prefix + name, os.path.join(folder, name), nbytes, format="dcp-rank",
+                            detail=f"DCP rank file: {n:,} chunk{'s' if n != 1 else ''}"))
+    return out
+
+
+def finish(layout: Layout, files: list[FileInfo]) -> Checkpoint:
+    """Assemble a Checkpoint and run the cross-checks once every file is in."""
+    from ckpt_browser.readers.integrity import cross_check
 
     problems = list(layout.problems)
-    for shard in shards:
-        problems.extend(shard.problems)
+    for f in files:
+        problems.extend(f.problems)
+    shards = set(layout.shards)
     with paused_gc():
-        problems.extend(cross_check(layout, shards))
-    return Checkpoint(layout, tuple(shards), tuple(problems))
+        problems.extend(cross_check(layout, [f for f in files if f.name in shards or (
+            layout.index is None and f.format == "safetensors")]))
+    order = {n: i for i, n in enumerate(layout.files)}
+    files = sorted(files, key=lambda f: order.get(f.name, len(order)))
+    return Checkpoint(layout, tuple(files), tuple(dict.fromkeys(problems)))
 
 
-def load_checkpoint(path: str, cancel: threading.Event | None = None,
+def read_checkpoint(path: str, cancel: threading.Event | None = None,
                     on_batch: Callable[[int, int], None] | None = None) -> Checkpoint:
+    """Every file at `path`, read by content, with no component analysis (see
+    analysis.open.open_checkpoint for that)."""
     from ckpt_browser.readers.layout import open_layout
 
     layout = open_layout(path)
-    shards: list[ShardInfo] = []
-    for got in iter_shards(layout, cancel):
-        shards.extend(got)
+    files: list[FileInfo] = []
+    for got in iter_files(layout, cancel):
+        files.extend(got)
         if on_batch:
-            on_batch(len(shards), len(layout.files))
-    return finish(layout, shards)
+            on_batch(len(files), len(layout.files))
+    return finish(layout, files)
+

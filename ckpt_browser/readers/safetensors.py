@@ -1,7 +1,7 @@
 """Our own safetensors header reader: header only, never tensor bytes.
 
 Rules follow the reference implementation (catalog section 7). Every problem
-is recorded on the returned ShardInfo instead of raised, so one bad shard
+is recorded on the returned FileInfo instead of raised, so one bad shard
 never hides the others.
 """
 
@@ -15,14 +15,14 @@ from operator import attrgetter
 
 from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.errors import ShardError
-from ckpt_browser.model import DTYPE_BITS, ERROR, Problem, ShardInfo, TensorInfo
+from ckpt_browser.model import DTYPE_BITS, ERROR, Problem, FileInfo, TensorInfo
 
 _by_offset = attrgetter("begin", "end", "name")
 MAX_HEADER = 100_000_000  # safetensors' MAX_HEADER_SIZE; exactly this is allowed
 MAGIC_LEN = 8
 
 
-def read_header(path: str, name: str) -> ShardInfo:
+def read_header(path: str, name: str) -> FileInfo:
     """Read and validate one file's header. Never raises for bad content."""
     try:
         with open_regular(path, buffering=0) as f:  # unbuffered: read the header, nothing past it
@@ -67,8 +67,8 @@ def _read_exact(f, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _failed(name, path, size, n, message) -> ShardInfo:
-    return ShardInfo(name=name, path=path, size=size, header_bytes=n,
+def _failed(name, path, size, n, message) -> FileInfo:
+    return FileInfo(name=name, path=path, size=size, header_bytes=n,
                      problems=(Problem(ERROR, name, message),))
 
 
@@ -111,7 +111,7 @@ def _duplicates(text: bytes, header: dict) -> list[str]:
     return dups
 
 
-def parse_header(raw: bytes, *, name: str, path: str, size: int, n: int) -> ShardInfo:
+def parse_header(raw: bytes, *, name: str, path: str, size: int, n: int) -> FileInfo:
     problems: list[Problem] = []
     try:
         header = _decode(raw)
@@ -129,7 +129,7 @@ def parse_header(raw: bytes, *, name: str, path: str, size: int, n: int) -> Shar
     tensors = _tensors(header, name, problems)
     tensors.sort(key=_by_offset)
     problems.extend(_check_layout(tensors, name, size, n))
-    return ShardInfo(name=name, path=path, size=size, header_bytes=n, metadata=metadata,
+    return FileInfo(name=name, path=path, size=size, header_bytes=n, metadata=metadata,
                      tensors=tuple(tensors), problems=tuple(problems))
 
 

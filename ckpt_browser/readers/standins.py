@@ -71,7 +71,7 @@ class PickleFile:
     """One pickled file (torch zip, legacy torch, or plain pickle), read without executing it."""
 
     name: str  # relative to the checkpoint folder
-    kind: str  # "torch-zip" | "torch-legacy" | "pickle"
+    kind: str  # "torch-zip" | "torch-legacy" | "pickle" | "torchscript" | "export" (model.FORMATS)
     obj: Any = None  # the object graph, None when nothing could be read
     tensors: tuple[tuple[str, TensorRef], ...] = ()  # (dotted path in obj, tensor)
     unsafe: tuple[str, ...] = ()  # dotted names of callables that would have run code

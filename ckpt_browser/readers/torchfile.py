@@ -12,12 +12,15 @@ from __future__ import annotations
 import io
 import os
 import struct
+import threading
 import zipfile
+from collections import OrderedDict
 from typing import Any, Iterator
 
 from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.limits import env_limit
-from ckpt_browser.model import ERROR, WARNING, Problem
+from ckpt_browser.model import ERROR, INFO, WARNING, Problem
+from ckpt_browser.readers.export import is_export, read_export
 from ckpt_browser.readers.pickle_safe import (
     ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, Unpickled, short, unpickle,
 )
@@ -32,11 +35,30 @@ LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... name length, extra len
 READ_BUFFER = 1024  # a storage's 30-byte local header costs 1 KiB of reading, not 8
 
 
+_CACHE: OrderedDict[tuple, PickleFile] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+CACHED_FILES = 8  # a folder of a run's checkpoints is read to order it, then one is opened
+
+
 def read_pickle_file(path: str, name: str) -> PickleFile:
-    """Read one torch or pickle file. Never raises for bad content; problems are recorded."""
+    """Read one torch or pickle file. Never raises for bad content; problems are recorded.
+    The last few files read are remembered while their size and mtime stay the same."""
     try:
         with open_regular(path, buffering=READ_BUFFER) as f:
-            return read_pickle_file_object(f, name, os.fstat(f.fileno()).st_size)
+            st = os.fstat(f.fileno())
+            key = (name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _limits())
+            with _CACHE_LOCK:
+                hit = _CACHE.get(key)
+                if hit is not None:
+                    _CACHE.move_to_end(key)
+                    return hit
+            pf = read_pickle_file_object(f, name, st.st_size)
+            if len(pf.tensors) < 200_000:
+                with _CACHE_LOCK:
+                    _CACHE[key] = pf
+                    while len(_CACHE) > CACHED_FILES:
+                        _CACHE.popitem(last=False)
+            return pf
     except FileNotFoundError:
         return _failed(name, "pickle", None, missing_reason(path))
     except PermissionError:
@@ -45,6 +67,14 @@ def read_pickle_file(path: str, name: str) -> PickleFile:
         return _failed(name, "pickle", None, "is a folder, not a file")
     except OSError as e:
         return _failed(name, "pickle", None, f"cannot read the file: {e.strerror or e}")
+
+
+def _limits() -> tuple:
+    """The caps in force (a test, or a run, may change them between two reads)."""
+    from ckpt_browser.readers import pickle_safe
+
+    return (pickle_safe.MAX_PICKLE_BYTES, pickle_safe.MAX_MEMO, pickle_safe.MAX_OPS,
+            pickle_safe.MAX_DEPTH, pickle_safe.MAX_PATHS, MAX_CENTRAL_DIRECTORY)
 
 
 def read_pickle_file_object(f, name: str, size: int) -> PickleFile:
@@ -146,6 +176,10 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
                            f"{MAX_CENTRAL_DIRECTORY:,}-byte limit "
                            "(CKPT_BROWSER_MAX_ZIP_DIRECTORY_BYTES raises it)")
         zf = zipfile.ZipFile(f)
+        export_root = is_export(zf)
+        if export_root is not None:
+            return read_export(zf, export_root, name, size,
+                               lambda member: _data_start(f, member, size))
         root, info = _data_pkl(zf)
         if info is None:
             names = ", ".join(zf.namelist()[:5]) or "none"
@@ -162,7 +196,13 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
     got = unpickle(io.BytesIO(data), name, storage_ids="zip")
     problems = _byteorder(zf, root, name) + _escaping_names(zf, name)
     storages = _locate_zip(f, zf, root, got.storages, name, size, problems)
-    return _result(name, "torch-zip", size, got, storages, problems)
+    kind = "torch-zip"
+    if any(n.startswith(f"{root}/code/") for n in zf.NameToInfo):
+        kind = "torchscript"
+        problems.append(Problem(INFO, name, "a TorchScript archive (torch.jit.save): its tensors "
+                                "are listed; torch.jit.load compiles and runs the TorchScript in "
+                                "its code/ folder, which is never run here"))
+    return _result(name, kind, size, got, storages, problems)
 
 
 def _escaping_names(zf: zipfile.ZipFile, name: str) -> list[Problem]:
@@ -236,13 +276,11 @@ def _locate_zip(f, zf, root, declared, name, size, problems) -> dict[str, tuple[
         if info.file_size < need:
             bad.append(f"storage record {record} has {info.file_size:,} bytes but the tensor "
                        f"needs {need:,}")
-        f.seek(info.header_offset)
-        header = f.read(LOCAL_HEADER.size)
-        if len(header) < LOCAL_HEADER.size or header[:4] != ZIP_MAGIC:
+        start = _data_start(f, info, size)
+        if start is None:
             bad.append(f"storage record {record}: no local header at byte {info.header_offset:,}")
             continue
-        _, name_len, extra_len = LOCAL_HEADER.unpack(header)
-        start = info.header_offset + LOCAL_HEADER.size + name_len + extra_len
+        start = start[0]
         if start + info.file_size > size:
             bad.append(f"storage record {record} runs to byte {start + info.file_size:,} but the "
                        f"file has {size:,} (truncated?)")
@@ -250,6 +288,17 @@ def _locate_zip(f, zf, root, declared, name, size, problems) -> dict[str, tuple[
     problems.extend(_capped(bad, name, "storage records"))
     problems.extend(_overlaps(storages, name))
     return storages
+
+
+def _data_start(f, info: zipfile.ZipInfo, size: int) -> tuple[int, int] | None:
+    """(where a member's bytes start in the file, their length), from its 30-byte local
+    header; None when there is no local header where the central directory says."""
+    f.seek(info.header_offset)
+    header = f.read(LOCAL_HEADER.size)
+    if len(header) < LOCAL_HEADER.size or header[:4] != ZIP_MAGIC:
+        return None
+    _, name_len, extra_len = LOCAL_HEADER.unpack(header)
+    return info.header_offset + LOCAL_HEADER.size + name_len + extra_len, info.file_size
 
 
 def _overlaps(storages: dict[str, tuple[int, int]], name: str) -> list[Problem]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.values.diff import DiffResult, Row, number, summary
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 from ckpt_browser.model import Checkpoint
 
@@ -13,18 +12,65 @@ def inspect_doc(ckpt: Checkpoint) -> dict:
     return {
         "path": ckpt.layout.path,
         "format": ckpt.layout.format,
-        "files": [{"path": s.name, "size": s.size, "header_bytes": s.header_bytes,
-                   "tensors": len(s.tensors), "error": s.error} for s in ckpt.shards],
-        # tuples encode as JSON arrays; no copies for 94,000 tensors
-        "tensors": [{"name": name, "dtype": dtype, "shape": shape, "nbytes": end - begin,
-                     "file": file, "offsets": (begin, end)}
-                    for name, dtype, shape, file, begin, end, _ in ckpt.tensors],
+        "files": [{"path": f.name, "format": f.format, "size": f.size,
+                   "header_bytes": f.header_bytes, "tensors": len(f.tensors), "error": f.error}
+                  for f in ckpt.files],
+        "tensors": tensor_rows(ckpt),
         "totals": {"tensors": totals.tensors, "params": totals.params, "bytes": totals.bytes,
-                   "by_dtype": {k: {"tensors": v.tensors, "params": v.params, "bytes": v.bytes}
-                                for k, v in totals.by_dtype.items()}},
+                   "by_dtype": {str(k): {"tensors": v.tensors, "params": v.params,
+                                         "bytes": v.bytes} for k, v in totals.by_dtype.items()},
+                   "by_component": {k: {"tensors": v.tensors, "params": v.params,
+                                        "bytes": v.bytes}
+                                    for k, v in {"weights": totals,
+                                                 **ckpt.component_totals}.items()}},
         "problems": [{"severity": p.severity, "file": p.file, "message": p.message}
                      for p in ckpt.problems],
     }
+
+
+def tensor_rows(ckpt: Checkpoint) -> list[dict]:
+    """Every tensor of every file. Safetensors offsets are relative to the data section (as in
+    the header); other formats give absolute file offsets, or null where the file does not
+    say; a DCP tensor is listed once per chunk, in the rank file that holds it."""
+    rows: list[dict] = []
+    for f in ckpt.files:
+        if f.format == "safetensors":
+            # tuples encode as JSON arrays; no copies for 94,000 tensors
+            rows.extend({"name": name, "dtype": dtype, "shape": shape, "nbytes": end - begin,
+                         "file": file, "offsets": (begin, end), "component": kind}
+                        for name, dtype, shape, file, begin, end, _, kind, _ in f.tensors)
+        elif f.format == "dcp-metadata":
+            rows.extend(_dcp_rows(f))
+        else:
+            rows.extend({"name": t.name, "dtype": t.dtype, "shape": t.shape,
+                         "nbytes": t.end - t.begin, "file": t.file,
+                         "offsets": (t.begin, t.end) if t.located else None,
+                         "component": t.component} for t in f.tensors)
+    return rows
+
+
+def _dcp_rows(f) -> list[dict]:
+    from ckpt_browser.readers.pickle_safe import ITEMSIZE
+
+    d = f.source
+    folder = f.name[: -len(".metadata")]
+    kinds = {t.name: t.component for t in f.tensors}
+    rows = []
+    for key, e in d.entries.items():
+        if e.kind != "tensor":
+            continue
+        itemsize = ITEMSIZE.get(e.dtype, 1)
+        for c in e.chunks:
+            numel = 1
+            for dim in c.sizes:
+                numel *= dim
+            rows.append({"name": key, "dtype": e.dtype, "shape": c.sizes,
+                         "nbytes": numel * itemsize, "file": folder + (c.file or "?"),
+                         "offsets": (c.offset, c.offset + c.length)
+                         if c.offset is not None and c.length is not None else None,
+                         "global_shape": e.shape, "chunk_offsets": c.offsets,
+                         "component": kinds.get(key, "other")})
+    return rows
 
 
 def strict(obj):
@@ -51,75 +97,21 @@ def state_doc(training) -> dict:
     }
 
 
-def state_tensors(training) -> list[dict]:
-    """Tensors inside torch files and DCP folders, listed like safetensors ones."""
-    from ckpt_browser.analysis.roles import component_of
-    from ckpt_browser.readers.pickle_safe import ITEMSIZE
-    from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile
-    from ckpt_browser.readers.torchfile import tensor_bytes
-
-    rows = []
-    for f in training.files:
-        if isinstance(f, PickleFile):
-            for path, t in f.tensors:
-                nbytes, offsets = tensor_bytes(f, t)
-                rows.append({"name": path, "dtype": t.dtype, "shape": t.shape, "nbytes": nbytes,
-                             "file": f.name, "offsets": offsets,
-                             "component": component_of(training, f.name, path)})
-        elif isinstance(f, DcpCheckpoint):
-            prefix = f"{f.folder}/" if f.folder else ""
-            metadata = prefix + ".metadata"
-            for key, e in f.entries.items():
-                if e.kind != "tensor":
-                    continue
-                itemsize = ITEMSIZE.get(e.dtype, 1)
-                for c in e.chunks:
-                    numel = 1
-                    for d in c.sizes:
-                        numel *= d
-                    rows.append({"name": key, "dtype": e.dtype, "shape": c.sizes,
-                                 "nbytes": numel * itemsize, "file": prefix + (c.file or "?"),
-                                 "offsets": (c.offset, c.offset + c.length)
-                                 if c.offset is not None else None,
-                                 "global_shape": e.shape, "chunk_offsets": c.offsets,
-                                 "component": component_of(training, metadata, key)})
-    return rows
-
-
 def full_doc(ckpt: Checkpoint, training, timeline=None) -> dict:
-    """`inspect --json`: the weights document plus training state; totals count weights only
-    (safetensors tensors and state-file tensors that belong to the weights component)."""
+    """`inspect --json`: every file and tensor, the totals (weights, then each component),
+    the training state and every problem."""
     doc = inspect_doc(ckpt)
     if training is None:
         return doc
-    extra = state_tensors(training)
-    doc["tensors"].extend(extra)
-    if not ckpt.layout.files:
+    if ckpt.layout.format == "files":
         doc["format"] = training.framework
-    totals = doc["totals"]
-    seen = set()
-    for t in extra:
-        if t["component"] != "weights":
-            continue
-        params = 1
-        for d in t["shape"]:
-            params *= d
-        # a DCP tensor is listed per chunk, in several rank files: count it once
-        where = os.path.dirname(t["file"]) if "global_shape" in t else t["file"]
-        first = (where, t["name"]) not in seen
-        seen.add((where, t["name"]))
-        row = totals["by_dtype"].setdefault(t["dtype"], {"tensors": 0, "params": 0, "bytes": 0})
-        row["tensors"] += first
-        row["params"] += params
-        row["bytes"] += t["nbytes"]
-        totals["tensors"] += first
-        totals["params"] += params
-        totals["bytes"] += t["nbytes"]
-    # a DCP entry without properties has no dtype: sort it as a string, never compare None
-    totals["by_dtype"] = dict(sorted(totals["by_dtype"].items(), key=lambda kv: str(kv[0])))
     doc.update(state_doc(training))
+    if training.project:
+        doc["project"] = training.project
+    seen = {(p.severity, p.file, p.message) for p in ckpt.problems}
     doc["problems"].extend({"severity": p.severity, "file": p.file, "message": p.message}
-                           for p in training.problems)
+                           for p in training.problems
+                           if (p.severity, p.file, p.message) not in seen)
     if timeline:
         doc["timeline"] = [{"name": e.name, "step": e.step, "mtime": e.mtime, "kind": e.kind,
                             "format": e.format} for e in timeline]

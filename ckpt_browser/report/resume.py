@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ckpt_browser.model import ResumeReport, ResumeTimeline
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 
 VERDICT_WORDS = {
     "exact": "resuming here continues the run as if it had never stopped",

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import humanize
 
 from ckpt_browser.model import Checkpoint, Totals
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
+
+
+def name_list(names, n: int = 3) -> str:
+    names = list(names)
+    shown = ", ".join(names[:n])
+    return shown + (f" and {len(names) - n:,} more" if len(names) > n else "")
 
 
 def size(n: int | None) -> str:
@@ -26,43 +34,56 @@ def dtype_line(totals: Totals) -> str:
     return ", ".join(parts) or "no tensors"
 
 
-def inspect_text(ckpt: Checkpoint) -> str:
+def inspect_text(ckpt: Checkpoint, framework: str = "") -> str:
     t = ckpt.totals
+    fmt = ckpt.layout.format if ckpt.layout.format != "files" else framework or "files"
+    kinds = Counter(f.format for f in ckpt.files)
     lines = [
         f"path     {ckpt.layout.path}",
-        f"format   {ckpt.layout.format}",
-        f"files    {len(ckpt.shards)}",
+        f"format   {fmt}",
+        f"files    {len(ckpt.files)} ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
+        if ckpt.files else "files    0",
         f"tensors  {t.tensors:,}",
         f"params   {t.params:,} ({count(t.params)})",
         f"bytes    {t.bytes:,} ({size(t.bytes)})",
         f"dtypes   {dtype_line(t)}",
-        "",
     ]
-    width = max((len(s.name) for s in ckpt.shards), default=4)
-    lines.append(f"{'file':<{width}}  {'tensors':>8}  {'params':>8}  {'size':>10}  status")
-    for s in ckpt.shards:
-        status = "ok" if s.ok else f"DAMAGED: {s.error}"
-        file_size = size(s.size) if s.size is not None else "missing"
-        lines.append(f"{s.name:<{width}}  {len(s.tensors):>8,}  {count(s.totals.params):>8}  "
-                     f"{file_size:>10}  {status}")
+    others = ckpt.component_totals
+    if others:
+        lines.append("other    " + "; ".join(
+            f"{k} {v.tensors:,} tensor{'s' if v.tensors != 1 else ''} ({count(v.params)}, "
+            f"{size(v.bytes)})" for k, v in others.items()))
+    lines.append("")
+    width = max((len(f.name) for f in ckpt.files), default=4)
+    lines.append(f"{'file':<{width}}  {'format':<12}  {'tensors':>8}  {'params':>8}  "
+                 f"{'size':>10}  status")
+    for f in ckpt.files:
+        status = "ok" if f.ok else f"{'UNSAFE' if getattr(f.source, 'unsafe', ()) else 'DAMAGED'}: " \
+            f"{f.error}"
+        file_size = size(f.size) if f.size is not None else "missing"
+        lines.append(f"{f.name:<{width}}  {f.format:<12}  {len(f.tensors):>8,}  "
+                     f"{count(f.totals.params):>8}  {file_size:>10}  {status}")
     if ckpt.problems:
         lines += ["", f"problems ({len(ckpt.problems)})"]
         lines += [f"  {p.line()}" for p in ckpt.problems]
     return "\n".join(printable(line) for line in lines)
 
 
-def state_text(training) -> str:
+def state_text(training, shown=()) -> str:
+    """The seven components, and the problems not already `shown` with the files."""
     lines = ["", f"training state ({training.framework}"
+             + (f": {training.project}" if training.project else "")
              + (f", step {training.step}" if training.step is not None else "")
              + (f", {training.ranks} ranks" if training.ranks else "") + ")"]
     for kind, c in training.components.items():
-        files = ", ".join(c.files) or "-"
+        files = name_list(c.files) if c.files else "-"
         lines.append(f"  {kind:<10} {c.status:<11} {files}")
         if c.detail:
             lines.append(f"  {'':<10} {c.detail}")
-    if training.problems:
-        lines += ["", f"training-state problems ({len(training.problems)})"]
-        lines += [f"  {p.line()}" for p in training.problems]
+    problems = [p for p in training.problems if p not in set(shown)]
+    if problems:
+        lines += ["", f"training-state problems ({len(problems)})"]
+        lines += [f"  {p.line()}" for p in problems]
     return "\n".join(printable(line) for line in lines)
 
 

@@ -15,7 +15,8 @@ from textual.worker import Worker, WorkerState
 
 from ckpt_browser.analysis.modules import build_modules
 from ckpt_browser.model import Layout
-from ckpt_browser.readers import finish, iter_shards
+from ckpt_browser.analysis.open import iter_tagged
+from ckpt_browser.readers import finish
 from ckpt_browser.tui.messages import (FilterReady, HeadersRead, LoadFinished, ModulesReady,
                                        TrainingRead)
 from ckpt_browser.tui.screens.help import HelpScreen
@@ -69,7 +70,7 @@ class BrowserApp(App[int]):
 
     def _start(self) -> None:
         """Show the current state's skeleton and start reading it."""
-        self._set_mode("shard" if self.state.layout.files else "state")
+        self._set_mode("file")
         self._summary.refresh_summary()
         self.load_headers()  # the training state is read once the headers are in
 
@@ -122,15 +123,16 @@ class BrowserApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="load")
     def load_headers(self) -> None:
         state, cancel = self.state, self._cancel
-        shards = []
-        for batch in iter_shards(state.layout, cancel):
-            shards.extend(batch)
+        files = []
+        for batch in iter_tagged(state.layout, cancel):
+            files.extend(batch)
             self.post_message(HeadersRead(state, batch))
         if not cancel.is_set():
-            ckpt = finish(state.layout, shards)
+            ckpt = finish(state.layout, files)
             ckpt.totals  # noqa: B018 - add up here, off the UI thread
+            ckpt.component_totals  # noqa: B018
             self.post_message(LoadFinished(state, ckpt))
-            self.post_message(ModulesReady(state, build_modules(ckpt.tensors)))
+            self.post_message(ModulesReady(state, build_modules(ckpt.weights)))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="training")
     def load_training(self) -> None:
@@ -140,8 +142,8 @@ class BrowserApp(App[int]):
         from ckpt_browser.analysis.resume import report_from
 
         state = self.state
-        training = training_state(state.layout.path)
-        resume = report_from(state.checkpoint, training) if state.checkpoint else None
+        training = training_state(state.checkpoint)
+        resume = report_from(state.checkpoint, training)
         self.post_message(TrainingRead(state, training, resume))
 
     @on(HeadersRead)
@@ -159,7 +161,7 @@ class BrowserApp(App[int]):
             return
         self.state.checkpoint = message.checkpoint
         self.load_training()
-        if self._tree.mode == "shard":  # the module view waits for ModulesReady
+        if self._tree.mode == "file":  # the module view waits for ModulesReady
             self._tree.refresh_shards(self.state.layout.files)
         self._summary.refresh_summary()
         self._refresh_details()
@@ -263,10 +265,10 @@ class BrowserApp(App[int]):
         self._rebuild_tree()
 
     def action_toggle_view(self) -> None:
-        self._set_mode("module" if self._tree.mode == "shard" else "shard")
+        self._set_mode("module" if self._tree.mode == "file" else "file")
 
     def action_training_view(self) -> None:
-        self._set_mode("shard" if self._tree.mode == "state" else "state")
+        self._set_mode("file" if self._tree.mode == "state" else "state")
 
     def action_values(self) -> None:
         # The tree's cursor, not the details' node: keys typed ahead ("down", "v") can arrive
@@ -332,7 +334,7 @@ class BrowserApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Switch view", "Tree by shard or by module (m)", self.action_toggle_view)
+        yield SystemCommand("Switch view", "Tree by file or by module (m)", self.action_toggle_view)
         yield SystemCommand("Training state", "Optimizer, scheduler, RNG, data, progress (t)",
                             self.action_training_view)
         yield SystemCommand("Filter names", "Substring or glob over tensor names (/)",

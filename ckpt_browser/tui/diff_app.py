@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, ProgressBar
 from textual.worker import Worker, WorkerState
 
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.tui import diff_rows
 from ckpt_browser.tui.diff_messages import CompareDone, CompareProgress, DiffLoaded
 from ckpt_browser.tui.diff_screens import DiffHelpScreen, TextScreen, problems_body, state_body

@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ckpt_browser.report.diff import state_lines
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.tui.diff_rows import LABELS, NOT_COMPARED, UNREADABLE
 from ckpt_browser.tui.screens.problems import problems_text
 from ckpt_browser.values.diff import Side

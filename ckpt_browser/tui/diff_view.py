@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.tui import diff_rows
 from ckpt_browser.tui.widgets.summary import short_path
 from ckpt_browser.values.diff import Row, Side

@@ -6,17 +6,19 @@ from rich.text import Text
 
 from ckpt_browser.analysis.modules import ModuleNode, leaf_name
 from ckpt_browser.model import TensorInfo
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.report.text import count, size
 
 STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "missing": "MISSING",
-               "warning": "warning"}
+               "warning": "warning", "unsafe": "UNSAFE"}
 
 
-def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: int | None) -> Text:
-    """State word first, so it survives a narrow terminal cutting the line."""
+def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: int | None,
+                fmt: str = "safetensors") -> Text:
+    """State word first, so it survives a narrow terminal cutting the line; the format is
+    named when it is not safetensors (it is what the content is, whatever the name says)."""
     text = Text()
-    if state in ("damaged", "missing", "warning"):
+    if state in ("damaged", "missing", "warning", "unsafe"):
         text.append(f"! {STATE_WORDS[state]} ", style="bold red" if state != "warning" else "bold yellow")
     text.append(printable(name), style="bold")
     if state == "reading":
@@ -24,8 +26,12 @@ def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: 
         return text
     if state == "missing":
         return text
+    kind = "" if fmt == "safetensors" else f"  {fmt}"
+    if not tensors and fmt != "safetensors":
+        text.append(f"{kind}  {size(nbytes)}" if nbytes is not None else kind, style="dim")
+        return text
     counted = f"{shown:,}/{tensors:,}" if shown is not None else f"{tensors:,}"
-    text.append(f"  {counted} tensors  {size(nbytes)}", style="dim")
+    text.append(f"{kind}  {counted} tensors  {size(nbytes)}", style="dim")
     return text
 
 
@@ -33,8 +39,9 @@ def tensor_label(t: TensorInfo | str, short: bool = False) -> Text:
     if isinstance(t, str):  # known from the index only
         return Text.assemble(printable(leaf_name(t) if short else t), ("  (no header)", "dim"))
     shape = "[" + ", ".join(str(d) for d in t.shape) + "]"
+    kind = "" if t.component == "weights" else f" {t.component}"
     return Text.assemble(printable(leaf_name(t.name) if short else t.name),
-                         (f"  {t.dtype} {shape} {size(t.nbytes)}", "dim"))
+                         (f"  {t.dtype} {shape} {size(t.nbytes)}{kind}", "dim"))
 
 
 def module_label(m: ModuleNode) -> Text:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from ckpt_browser.analysis.modules import ModuleNode
-from ckpt_browser.model import Checkpoint, ResumeReport, ShardInfo, TrainingState
+from ckpt_browser.model import Checkpoint, ResumeReport, FileInfo, TrainingState
 from ckpt_browser.tui.state import BrowseState
 
 
@@ -16,7 +16,7 @@ class HeadersRead(Message):
     """A batch of shard headers has been read."""
 
     state: BrowseState  # which load this belongs to: a newer checkpoint may be open
-    batch: list[ShardInfo]
+    batch: list[FileInfo]
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""What the browser knows so far: the layout at once, shard headers as they arrive.
+"""What the browser knows so far: the layout at once, each file's contents as they arrive.
 
 Plain Python (no Textual) so it can be unit-tested and reused.
 """
@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 
 from ckpt_browser.analysis.filter import name_matcher
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
-from ckpt_browser.model import (ERROR, Checkpoint, Layout, ShardInfo, TensorInfo, Totals,
+from ckpt_browser.model import (ERROR, Checkpoint, Layout, FileInfo, TensorInfo, Totals,
                                  ResumeReport, TrainingState, natural_key)
 
 
 @dataclass
 class BrowseState:
     layout: Layout
-    shards: dict[str, ShardInfo] = field(default_factory=dict)
-    checkpoint: Checkpoint | None = None  # set once every header is read
+    shards: dict[str, FileInfo] = field(default_factory=dict)  # every file read so far, by name
+    checkpoint: Checkpoint | None = None  # set once every file is read
     modules: ModuleNode | None = None  # the whole module tree, built off the UI thread
     training: TrainingState | None = None  # read after the weights' headers
     resume: ResumeReport | None = None  # the verdict, from the weights and the training state
@@ -33,7 +33,7 @@ class BrowseState:
                 self._index_names[fname].append(tname)
 
     # -- loading ---------------------------------------------------------
-    def add(self, batch: list[ShardInfo]) -> None:
+    def add(self, batch: list[FileInfo]) -> None:
         for shard in batch:
             self.shards[shard.name] = shard
 
@@ -54,17 +54,30 @@ class BrowseState:
     def problems(self):
         extra = self.training.problems if self.training is not None else ()
         if self.checkpoint is not None:
-            return self.checkpoint.problems + tuple(extra)
+            return tuple(dict.fromkeys(self.checkpoint.problems + tuple(extra)))
         found = list(self.layout.problems)
         for shard in self.shards.values():
             found.extend(shard.problems)
-        return tuple(found) + tuple(extra)
+        return tuple(dict.fromkeys(tuple(found) + tuple(extra)))
 
     def totals(self) -> Totals:
+        """The weights read so far."""
         total = Totals()
-        for shard in self.shards.values():
-            total = total + shard.totals
+        for f in self.shards.values():
+            if f.tensors:
+                total = total + (f.totals if f.all_weights else Totals.of(f.tensors, "weights"))
         return total
+
+    def others(self) -> dict[str, Totals]:
+        """Tensors of the other components read so far (optimizer, rng ...)."""
+        if self.checkpoint is not None:
+            return self.checkpoint.component_totals
+        kinds: dict[str, Totals] = {}
+        for f in self.shards.values():
+            if not f.all_weights:
+                for kind in {t.component for t in f.tensors} - {"weights"}:
+                    kinds[kind] = kinds.get(kind, Totals()) + Totals.of(f.tensors, kind)
+        return kinds
 
     def index_tensor_count(self) -> int | None:
         return len(self.layout.index.weight_map) if self.layout.index else None
@@ -73,12 +86,15 @@ class BrowseState:
         return [p for p in self.problems if p.file == name]
 
     def shard_state(self, name: str) -> str:
-        """'reading', 'ok', 'missing', 'damaged' or 'warning'."""
+        """'reading', 'ok', 'missing', 'damaged', 'unsafe' or 'warning'."""
         if name not in self.shards:
             return "reading"
-        if self.shards[name].size is None:
+        f = self.shards[name]
+        if f.size is None:
             return "missing"
-        severities = {p.severity for p in self.shard_problems(name)}
+        if getattr(f.source, "unsafe", ()):
+            return "unsafe"
+        severities = {p.severity for p in self.shard_problems(name)} - {"info"}
         return "damaged" if ERROR in severities else "warning" if severities else "ok"
 
     def tensors_of(self, name: str, pattern: str | None = None) -> list[TensorInfo | str]:

@@ -11,7 +11,7 @@ from rich.text import Text
 from ckpt_browser.readers.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray, Opaque,
                                            PickleFile, TensorRef, UnsafeCall)
 from ckpt_browser.readers.torchfile import tensor_bytes
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.report.text import size
 from ckpt_browser.tui.refs import Ref
 from ckpt_browser.tui.state_view import STATUS_STYLE, file_name

@@ -16,7 +16,7 @@ from ckpt_browser.model import COMPONENTS, TrainingState, natural_key
 from ckpt_browser.readers.pickle_safe import ITEMSIZE
 from ckpt_browser.readers.standins import (DcpCheckpoint, DcpEntry, NumpyArray, Opaque, PickleFile,
                                            TensorRef, UnsafeCall)
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.report.text import size
 from ckpt_browser.tui.refs import Ref
 

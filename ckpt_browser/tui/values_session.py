@@ -70,7 +70,7 @@ class ValuesSession:
         self.notes: dict[Key, str] = {}  # Key -> "cancelled" or the error, until run again
         self.job: StatsJob | None = None
         self._shard_locs: dict[str, dict] = {}  # shard name -> {tensor name: TensorLoc}
-        self._state_locs: tuple = (None, {})  # (training, {(file, name): TensorLoc})
+        self._state_locs: tuple = (None, {})  # (checkpoint, {(file, name): TensorLoc})
 
     def locate(self, key: Key):
         """The TensorLoc of a key; raises ValuesError. Call from a worker: the first call for a
@@ -78,8 +78,9 @@ class ValuesSession:
         from ckpt_browser.values.read import ValuesError
 
         kind, file, name = key
-        loc = self._weights(file).get(name) if kind == "weights" else \
-            self._state().get((file, name))
+        loc = self._weights(file).get(name) if kind == "weights" else None
+        if loc is None:  # a tensor of a torch file or DCP folder, in any view
+            loc = self._state().get((file, name))
         if loc is None:
             raise ValuesError(f"{file}: {name}: not among the tensors read from it")
         return loc
@@ -90,18 +91,19 @@ class ValuesSession:
             from ckpt_browser.values.locate import safetensors_locs
 
             shard = self.state.shards.get(shard_name)
-            one = Checkpoint(self.state.layout, (shard,) if shard else (), ())
+            if shard is None or shard.format != "safetensors":
+                return {}
+            one = Checkpoint(self.state.layout, (shard,), ())
             locs = {loc.name: loc for loc in safetensors_locs(one)}
             self._shard_locs[shard_name] = locs
         return locs
 
     def _state(self) -> dict:
-        training = self.state.training
-        if training is None:
+        ckpt = self.state.checkpoint
+        if ckpt is None:
             return {}
-        if self._state_locs[0] is not training:
+        if self._state_locs[0] is not ckpt:
             from ckpt_browser.values.locate import state_locs
 
-            self._state_locs = (training, {(loc.file, loc.name): loc
-                                           for loc in state_locs(training)})
+            self._state_locs = (ckpt, {(loc.file, loc.name): loc for loc in state_locs(ckpt)})
         return self._state_locs[1]

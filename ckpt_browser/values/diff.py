@@ -80,11 +80,11 @@ class DiffResult:
 def open_side(path: str) -> Side:
     """Headers and state files of one checkpoint; raises CheckpointError when nothing is there."""
     from ckpt_browser.analysis.components import training_state
-    from ckpt_browser.readers import load_checkpoint
+    from ckpt_browser.analysis.open import open_checkpoint
     from ckpt_browser.values.locate import all_locs
 
-    ckpt = load_checkpoint(path)
-    training = training_state(path)
+    ckpt = open_checkpoint(path)
+    training = training_state(ckpt)
     problems = list(ckpt.problems) + list(training.problems)
     return Side(path, ckpt, training, all_locs(ckpt, training), problems)
 

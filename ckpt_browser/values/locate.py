@@ -67,41 +67,46 @@ def safetensors_locs(ckpt: Checkpoint) -> list[TensorLoc]:
             continue
         start = 8 + shard.header_bytes
         path = os.path.join(ckpt.layout.root, shard.name)
-        for name, dtype, shape, file, begin, end, _ in shard.tensors:
-            out.append(TensorLoc(name, dtype, shape, file, "weights",
+        for name, dtype, shape, file, begin, end, _, kind, _ in shard.tensors:
+            out.append(TensorLoc(name, dtype, shape, file, kind,
                                  (Piece(path, start + begin, end - begin, (0,) * len(shape),
                                         shape),)))
     return out
 
 
-def state_locs(training: TrainingState) -> list[TensorLoc]:
-    """Tensors of every torch file and DCP folder the training-state readers parsed."""
-    from ckpt_browser.analysis.roles import component_of
+def state_locs(ckpt: Checkpoint) -> list[TensorLoc]:
+    """Tensors of every torch file and DCP folder of the checkpoint."""
     from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile
 
     out = []
-    for f in training.files:
-        if isinstance(f, PickleFile):
-            out.extend(_pickle_locs(training, f))
-        elif isinstance(f, DcpCheckpoint):
-            prefix = f"{f.folder}/" if f.folder else ""
-            metadata = prefix + ".metadata"
-            folder = os.path.join(training.root, f.folder)
-            for key, e in f.entries.items():
+    for f in ckpt.files:
+        kinds = {t.name: t.component for t in f.tensors}
+        if isinstance(f.source, PickleFile):
+            out.extend(_pickle_locs(ckpt.layout.root, f.source, kinds,
+                                    {t.name: t for t in f.tensors if not t.located}))
+        elif isinstance(f.source, DcpCheckpoint):
+            d = f.source
+            folder = os.path.join(ckpt.layout.root, d.folder)
+            for key, e in d.entries.items():
                 if e.kind != "tensor" or e.shape is None:
                     continue
-                out.append(_dcp_loc(key, e, metadata, folder,
-                                    component_of(training, metadata, key), f.files))
+                out.append(_dcp_loc(key, e, f.name, folder, kinds.get(key, "other"), d.files))
     return out
 
 
-def _pickle_locs(training: TrainingState, pf) -> list[TensorLoc]:
-    from ckpt_browser.analysis.roles import component_of
-
-    path = os.path.join(training.root, pf.name)
+def _pickle_locs(root: str, pf, kinds: dict[str, str], shown: dict | None = None
+                 ) -> list[TensorLoc]:
+    path = os.path.join(root, pf.name)
     out = []
     for key, t in pf.tensors:
-        comp = component_of(training, pf.name, key)
+        comp = kinds.get(key, "other")
+        real = (shown or {}).get(key)
+        if real is not None and tuple(real.shape) != tuple(t.shape):  # a ZeRO-3 placeholder
+            out.append(TensorLoc(key, t.dtype, tuple(real.shape), pf.name, comp,
+                                 problem="ZeRO-3 partitions this parameter: this file holds a "
+                                 "0-element placeholder; its values are in the optim_states "
+                                 "files (zero_to_fp32.py rebuilds it)"))
+            continue
         itemsize = ITEMSIZE.get(t.dtype, 1)
         record = pf.storages.get(t.storage_key)
         if record is None:
@@ -150,9 +155,8 @@ def _dcp_loc(key, e, metadata: str, folder: str, comp, files: dict) -> TensorLoc
     return TensorLoc(key, e.dtype, tuple(e.shape), metadata, comp, tuple(pieces))
 
 
-def all_locs(ckpt: Checkpoint | None, training: TrainingState | None) -> list[TensorLoc]:
-    """Every tensor of a checkpoint: safetensors weights first, then state files' tensors."""
-    out = safetensors_locs(ckpt) if ckpt is not None else []
-    if training is not None:
-        out.extend(state_locs(training))
-    return out
+def all_locs(ckpt: Checkpoint | None, training: TrainingState | None = None) -> list[TensorLoc]:
+    """Every tensor of a checkpoint: safetensors weights first, then the other files'."""
+    if ckpt is None:
+        return []
+    return safetensors_locs(ckpt) + state_locs(ckpt)

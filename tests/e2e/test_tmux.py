@@ -75,15 +75,17 @@ def terminal(tmp_path):
 
 def test_browse_expand_filter_quit(terminal):
     terminal.start(["tiny-llama-run/checkpoint-6"], cwd=SAMPLES)
-    terminal.wait_for("headers 3/3")
+    terminal.wait_for("read 11/11")
     terminal.wait_for("model-00003-of-00003.safetensors")
     # typed ahead in one burst, as over a slow link: the children must exist before Down
-    terminal.keys("Right", "Down", "Down")
+    # (config.json and generation_config.json come before the first shard)
+    terminal.keys("Down", "Down", "Right", "Down", "Down")
     terminal.wait_for("lm_head.weight")
     screen = terminal.wait_for("shape   [128, 32]")
     assert "│ model.embed_tokens.weight" in screen  # details of the second tensor
     terminal.type("/q_proj")  # one burst: the filter must have focus before "q" (quit) lands
-    screen = terminal.wait_for("filter 'q_proj': 2 of 21 tensors in 2 files")
+    # of every tensor: the weights, the optimizer's 63 and the RNG state
+    screen = terminal.wait_for("filter 'q_proj': 2 of 85 tensors in 2 files")
     assert "model-00001-of-00003" not in screen  # no q_proj there
     terminal.keys("Escape")
     terminal.wait_for("filter 'q_proj'", present=False)
@@ -115,7 +117,7 @@ def test_bad_path_is_one_line_and_exit_2(terminal):
 def test_no_argument_opens_the_bundled_sample(terminal, tmp_path):
     # from an unrelated folder: in CI this is the non-editable install finding its own copy
     terminal.start([], cwd=tmp_path)
-    screen = terminal.wait_for("headers 3/3")
+    screen = terminal.wait_for("read 11/11")
     assert "checkpoint-6" in screen and "21 tensors" in screen
     terminal.keys("q")
     assert terminal.exit_code() == 0
@@ -148,13 +150,9 @@ def test_diff_of_two_steps_compares_values_and_quits(terminal):
 
 def test_values_key_shows_a_tensors_statistics(terminal):
     terminal.start(["tiny-llama-release"], cwd=SAMPLES)
-    terminal.wait_for("headers 3/3")
-    terminal.keys("Down")
-    terminal.wait_for("model-00001-of-00003.safetensors")
-    terminal.keys("Right")
-    time.sleep(0.3)
-    terminal.keys("Down")
-    time.sleep(0.3)
+    terminal.wait_for("read 6/6")
+    terminal.keys("Down", "Down", "Right", "Down")  # the first shard's first tensor
+    terminal.wait_for("shape   [128, 32]")
     terminal.keys("v")
     screen = terminal.wait_for("abs max", timeout=30)
     assert "NaN" in screen and "mean" in screen

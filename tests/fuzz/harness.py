@@ -64,10 +64,10 @@ def _read_header(entry: Path, case: Case):
     return read_header(str(entry), entry.name)
 
 
-def _load_checkpoint(entry: Path, case: Case):
-    from ckpt_browser.readers.load import load_checkpoint
+def _open_checkpoint(entry: Path, case: Case):
+    from ckpt_browser.analysis.open import open_checkpoint
 
-    return load_checkpoint(str(entry))
+    return open_checkpoint(str(entry))
 
 
 def _training_state(entry: Path, case: Case):
@@ -94,9 +94,9 @@ def _read_index(entry: Path, case: Case):
 
 
 def _load_index_file(entry: Path, case: Case):
-    from ckpt_browser.readers.load import load_checkpoint
+    from ckpt_browser.analysis.open import open_checkpoint
 
-    return [load_checkpoint(str(p)) for p in _index_files(entry)]
+    return [open_checkpoint(str(p)) for p in _index_files(entry)]
 
 
 def _pickle_file(entry: Path, case: Case):
@@ -144,15 +144,15 @@ class Call:
 NEVER = ()
 CKPT = (CheckpointError,)
 READER_CALLS: dict[str, tuple[Call, ...]] = {
-    "safetensors": (Call("read_header", _read_header, NEVER), Call("load_checkpoint",
-                    _load_checkpoint, CKPT), Call("training_state", _training_state, CKPT)),
+    "safetensors": (Call("read_header", _read_header, NEVER), Call("open_checkpoint",
+                    _open_checkpoint, CKPT), Call("training_state", _training_state, CKPT)),
     "index": (Call("read_index", _read_index, (ShardError,)),
-              Call("load_checkpoint", _load_checkpoint, CKPT),
+              Call("open_checkpoint", _open_checkpoint, CKPT),
               Call("load_index_file", _load_index_file, CKPT),
               Call("training_state", _training_state, CKPT)),
     "torch": (Call("read_pickle_file", _pickle_file, NEVER),
               Call("training_state", _training_state, CKPT),
-              Call("load_checkpoint", _load_checkpoint, CKPT)),
+              Call("open_checkpoint", _open_checkpoint, CKPT)),
     "pickle": (Call("read_pickle_file", _pickle_file, NEVER),
                Call("read_pickle_bytes", _pickle_bytes, NEVER),
                Call("unpickle_dcp", _pickle_as_dcp, NEVER),
@@ -161,7 +161,7 @@ READER_CALLS: dict[str, tuple[Call, ...]] = {
             Call("resume_report", _resume_report, CKPT)),
     "state": (Call("training_state", _training_state, CKPT),
               Call("resume_report", _resume_report, CKPT),
-              Call("load_checkpoint", _load_checkpoint, CKPT)),
+              Call("open_checkpoint", _open_checkpoint, CKPT)),
 }
 
 # subcommand -> exit codes it documents (1 is never allowed except diff's "differences")

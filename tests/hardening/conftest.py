@@ -308,7 +308,7 @@ async def walk_browser(app, pilot, texts: dict[str, str], help_too: bool = True)
     assert len(app.screen_stack) == 1, app.screen_stack
     texts["main"] = screen_text(app)
     tree = app.query_one(CheckpointTree)
-    first_mode = tree.mode  # "shard", or "state" when there is no safetensors file
+    first_mode = tree.mode  # "file"
     walk = [("t", "t"), ("m", "m"), ("r", "escape"), ("p", "escape")]
     for key, back in walk + ([("question_mark", "escape")] if help_too else []):
         await pilot.press(key)

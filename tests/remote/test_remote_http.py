@@ -596,14 +596,14 @@ def test_browse_a_url_shows_the_url_and_reads_values_on_v(tmux, range_server, se
     url = range_server.url_for(RELEASE + "/")
     tmux.start(["browse", url], env={"CKPT_BROWSER_CACHE": str(cache_dir),
                                      "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
-    screen = tmux.wait_for("headers 3/3")
+    screen = tmux.wait_for("read 6/6")  # the shards, the index and the two configs
     assert url.rstrip("/").removeprefix("http://") in screen
     assert cache_dir.name not in screen and str(cache_dir) not in screen
     for shard in SHARDS:
         assert_header_reads_only(range_server, f"{RELEASE}/{shard}", served_root / RELEASE / shard)
 
     range_server.reset_counters()
-    tmux.keys("Right")  # expand the first shard
+    tmux.keys("Down", "Down", "Right")  # expand the first shard, after the two configs
     tmux.wait_for("lm_head.weight")
     tmux.keys("Down", "v")  # lm_head.weight, its values
     tmux.wait_for("abs max")

@@ -33,3 +33,14 @@ def plain(static) -> str:
     console = Console(width=200, record=True, color_system=None, file=open(os.devnull, "w"))
     console.print(static.content)
     return console.export_text()
+
+
+async def go_to(app, pilot, name: str):
+    """Put the tree's cursor on the node of the file `name`; returns the node."""
+    from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+
+    tree = app.query_one(CheckpointTree)
+    node = next(n for n in tree.root.children if n.data.shard == name)
+    tree.move_cursor(node)
+    await pilot.pause()
+    return node

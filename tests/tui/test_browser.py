@@ -6,10 +6,13 @@ from ckpt_browser.tui.screens.help import HelpScreen
 from ckpt_browser.tui.screens.problems import ProblemsScreen
 from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
 from ckpt_browser.tui.widgets.details import Details
-from tests.tui.conftest import SAMPLES, loaded, plain
+from ckpt_browser.model import natural_key
+from tests.tui.conftest import SAMPLES, go_to, loaded, plain
 
 RUN = SAMPLES / "tiny-llama-run" / "checkpoint-6"
 SHARDS = sorted(p.name for p in RUN.glob("*.safetensors"))
+FILES = sorted((p.name for p in RUN.iterdir()), key=natural_key)
+ALL_TENSORS = 21 + 63 + 1  # the weights, optimizer.pt's moments and steps, the CPU RNG state
 
 
 def labels(nodes):
@@ -20,26 +23,31 @@ def text_of(widget) -> str:
     return plain(widget)
 
 
-async def test_shard_tree_lists_every_shard_with_counts(sample_app):
+async def test_file_tree_lists_every_file_with_its_format_and_counts(sample_app):
     app = sample_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(app, pilot)
         tree = app.query_one(CheckpointTree)
-        shards = tree.root.children
-        assert [n.data.shard for n in shards] == SHARDS
-        for node in shards:
-            with safe_open(RUN / node.data.shard, "np") as f:
-                assert f"{len(list(f.keys()))} tensors" in str(node.label)
-            assert not node.children  # lazily filled on expand
+        assert tree.border_title == "by file"
+        nodes = {n.data.shard: n for n in tree.root.children}
+        assert list(nodes) == FILES
+        for name in SHARDS:
+            with safe_open(RUN / name, "np") as f:
+                assert f"{len(list(f.keys()))} tensors" in str(nodes[name].label)
+            assert not nodes[name].children  # lazily filled on expand
+        assert "torch-zip  63 tensors" in str(nodes["optimizer.pt"].label)
+        assert "torch-zip  1 tensors" in str(nodes["rng_state.pth"].label)
+        # what holds no tensors has nothing to open
+        assert "json" in str(nodes["config.json"].label)
+        assert not nodes["config.json"].allow_expand and nodes["optimizer.pt"].allow_expand
 
 
 async def test_expanding_a_shard_shows_tensors_in_natural_order(sample_app):
     app = sample_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(app, pilot)
-        tree = app.query_one(CheckpointTree)
-        await pilot.press("down", "right")  # second shard: layer 0 weights
-        node = tree.root.children[1]
+        node = await go_to(app, pilot, SHARDS[1])  # layer 0 weights
+        await pilot.press("right")
         assert node.is_expanded
         names = [c.data.tensor.name for c in node.children]
         with safe_open(RUN / node.data.shard, "np") as f:
@@ -53,6 +61,7 @@ async def test_details_show_tensor_dtype_shape_and_offsets(sample_app):
     app = sample_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(app, pilot)
+        await go_to(app, pilot, SHARDS[0])
         await pilot.press("right", "down")  # first tensor of the first shard
         details = app.query_one(Details)
         t = details.ref.tensor
@@ -83,7 +92,7 @@ async def test_module_view_has_hierarchy_with_subtotals(sample_app):
         assert "layers" in [c.data.module.name for c in model_node.children
                             if c.data.kind == "module"]
         await pilot.press("m")
-        assert tree.mode == "shard" and len(tree.root.children) == len(SHARDS)
+        assert tree.mode == "file" and len(tree.root.children) == len(FILES)
 
 
 async def test_filter_narrows_tree_and_counts_matches(sample_app):
@@ -97,14 +106,15 @@ async def test_filter_narrows_tree_and_counts_matches(sample_app):
         shards = tree.root.children
         # q_proj lives in shards 2 and 3 only (one per layer)
         assert [n.data.shard for n in shards] == SHARDS[1:]
-        assert "filter 'q_proj': 2 of 21 tensors in 2 files" in text_of(app.query_one("#summary"))
+        assert (f"filter 'q_proj': 2 of {ALL_TENSORS} tensors in 2 files"
+                in text_of(app.query_one("#summary")))
         assert "1/9 tensors" in str(shards[0].label)
         await pilot.press("enter")  # back to the tree, filter kept
         await pilot.press("right")
         assert labels_contain(tree.root.children[0].children, "q_proj")
         await pilot.press("escape")
         await loaded(app, pilot)
-        assert len(tree.root.children) == len(SHARDS)
+        assert len(tree.root.children) == len(FILES)
         assert "filter" not in text_of(app.query_one("#summary"))
 
 
@@ -119,7 +129,7 @@ async def test_glob_filter(sample_app):
         await pilot.press("slash", *"layers.1.*norm*")
         await loaded(app, pilot)
         # layers.1.input_layernorm sits in shard 2, post_attention_layernorm in shard 3
-        assert "2 of 21 tensors in 2 files" in text_of(app.query_one("#summary"))
+        assert f"2 of {ALL_TENSORS} tensors in 2 files" in text_of(app.query_one("#summary"))
 
 
 async def test_damaged_checkpoint_stays_browsable_and_says_why(sample_app):
@@ -133,8 +143,8 @@ async def test_damaged_checkpoint_stays_browsable_and_says_why(sample_app):
         assert "DAMAGED" not in by_name["model-00003-of-00003.safetensors"]
         assert "error(s)" in text_of(app.query_one("#summary"))
         # the missing shard still lists what the index says it should hold
-        await pilot.press("down", "right")
-        missing = tree.root.children[1]
+        missing = await go_to(app, pilot, "model-00002-of-00003.safetensors")
+        await pilot.press("right", "down")
         assert missing.children and "(no header)" in str(missing.children[0].label)
         body = plain(app.query_one("#details-body"))
         assert "does not exist" in body

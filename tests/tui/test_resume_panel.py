@@ -43,9 +43,9 @@ async def test_choosing_a_finding_shows_its_file(monkeypatch, tmp_path):
         await pilot.press("enter")
         await pilot.pause()
         tree = app.query_one(CheckpointTree)
-        assert tree.mode == "state"
-        assert tree.cursor_node.data.kind == "file"
-        assert tree.cursor_node.data.file.name == "optimizer.pt"
+        assert tree.mode == "file"  # every file is in the tree by file
+        assert tree.cursor_node.data.shard == "optimizer.pt"
+        assert "UNSAFE" in str(tree.cursor_node.label)
     assert not os.path.exists(tmp_path / "ckpt-browser-PWNED")
 
 
@@ -61,5 +61,5 @@ async def test_broken_weights_finding_jumps_to_the_shard(monkeypatch):
         await pilot.press(*["down"] * index, "enter")
         await pilot.pause()
         tree = app.query_one(CheckpointTree)
-        assert tree.mode == "shard"
+        assert tree.mode == "file"
         assert tree.cursor_node.data.shard == "model-00002-of-00003.safetensors"

@@ -12,7 +12,8 @@ async def _wait_then(pilot, *keys):
 def test_shard_view_expanded_80x24(snap_compare, sample_app):
     app = sample_app()
     assert snap_compare(app, terminal_size=(80, 24),
-                        run_before=lambda pilot: _wait_then(pilot, "right", "down"))
+                        run_before=lambda pilot: _wait_then(pilot, "down", "down", "right",
+                                                            "down"))
 
 
 def test_damaged_module_view_80x24(snap_compare, sample_app):

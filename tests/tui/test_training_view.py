@@ -72,14 +72,19 @@ async def test_malicious_file_is_shown_unsafe_and_never_run(monkeypatch, tmp_pat
     assert not os.path.exists(tmp_path / "ckpt-browser-PWNED")
 
 
-async def test_checkpoint_without_safetensors_opens_in_the_training_view(monkeypatch):
+async def test_checkpoint_without_safetensors_lists_its_torch_files_and_their_tensors(
+        monkeypatch):
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
     app = make_app(open_layout(str(SAMPLES / "deepspeed-run")))
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(app, pilot)
         tree = app.query_one(CheckpointTree)
-        assert tree.mode == "state"
-        assert "global step 4" in plain(app.query_one("#summary")) or kinds(tree)
+        assert tree.mode == "file"
+        labels = {n.data.shard: str(n.label) for n in tree.root.children}
+        assert "torch-zip  4 tensors" in labels["global_step4/mp_rank_00_model_states.pt"]
+        assert "step 4" in plain(app.query_one("#summary"))
+        await pilot.press("t")
+        assert tree.mode == "state" and kinds(tree)
 
 
 async def test_filter_in_training_view_lists_matching_values(sample_app):

@@ -16,7 +16,7 @@ from ckpt_browser.tui.values_details import Histogram
 from ckpt_browser.tui.widgets.values import ValuesPanel
 from ckpt_browser.values import read as values_read
 from ckpt_browser.values import stats as values_stats
-from tests.tui.conftest import SAMPLES, loaded, plain
+from tests.tui.conftest import SAMPLES, go_to, loaded, plain
 
 
 def panel(app) -> ValuesPanel:
@@ -68,6 +68,7 @@ async def test_safetensors_tensor_values_match_torch_and_stay_cached(sample_app,
     app = sample_app("tiny-llama-release")
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(app, pilot)
+        await go_to(app, pilot, "model-00001-of-00003.safetensors")
         await pilot.press("right", "down")  # lm_head.weight in model-00001
         ref = cursor(app)
         assert ref.kind == "tensor" and ref.tensor.name == "lm_head.weight"
@@ -127,11 +128,11 @@ async def test_optimizer_tensor_in_training_view(sample_app):
 async def test_dcp_tensor_in_training_view(sample_app, tmp_path):
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-    app = sample_app("torchtitan-run/checkpoint/step-10")  # no safetensors: opens in the state view
+    app = sample_app("torchtitan-run/checkpoint/step-10")
     key = "optimizer.state.layers.0.attention.wk.weight.exp_avg"
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(app, pilot)
-        await pilot.press("slash", *"wk.weight.exp_avg", "enter")  # fewer keys to pass by
+        await pilot.press("t", "slash", *"wk.weight.exp_avg", "enter")  # fewer keys to pass
         await loaded(app, pilot)
         await pilot.press("down", "right", "down", "right")  # optimizer -> the DCP folder
         await down_to(pilot, lambda r: r.kind == "dcp-entry" and r.path == key)
@@ -251,6 +252,7 @@ async def test_an_unexpected_failure_is_a_message_too(sample_app, monkeypatch):
     app = sample_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(app, pilot)
+        await go_to(app, pilot, "model-00001-of-00003.safetensors")
         await pilot.press("right", "down", "v")
         await loaded(app, pilot)
         assert app.is_running and panel(app).session.job is None
@@ -281,7 +283,7 @@ def test_histogram_is_readable_without_colour():
 def test_values_80x24(snap_compare, sample_app):
     async def run_before(pilot):
         await loaded(pilot.app, pilot)
-        await pilot.press("right", "down", "v")
+        await pilot.press("down", "down", "right", "down", "v")  # the first shard's first tensor
         await loaded(pilot.app, pilot)
 
     assert snap_compare(sample_app(), terminal_size=(80, 24), run_before=run_before)

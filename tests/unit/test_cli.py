@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ckpt_browser.model import FORMATS, TENSOR_KINDS
 from ckpt_browser.samples import DEFAULT_SAMPLE
 
 from .helpers import (DAMAGED, INDEX, RUN6, SHARDS, copy_sample, craft, header_len, reference_map,
@@ -150,7 +151,7 @@ def _empty(tmp):
 def _text(tmp):
     p = tmp / "readme.txt"
     p.write_text("hello, this is not a checkpoint at all\n")
-    return p, "not a safetensors file"
+    return p, "not a checkpoint"
 
 
 NOT_A_CHECKPOINT = {"missing path": _missing, "empty folder": _empty, "text file": _text}
@@ -267,9 +268,9 @@ def test_warning_only_checkpoint_exits_0_and_reports_the_warning(tmp_path, case)
 
 # --- --json contract ------------------------------------------------------------------------------
 
-FILE_KEYS = {"path", "size", "header_bytes", "tensors", "error"}
-TENSOR_KEYS = {"name", "dtype", "shape", "nbytes", "file", "offsets"}
-TOTAL_KEYS = {"tensors", "params", "bytes", "by_dtype"}
+FILE_KEYS = {"path", "format", "size", "header_bytes", "tensors", "error"}
+TENSOR_KEYS = {"name", "dtype", "shape", "nbytes", "file", "offsets", "component"}
+TOTAL_KEYS = {"tensors", "params", "bytes", "by_dtype", "by_component"}
 PROBLEM_KEYS = {"severity", "file", "message"}
 
 
@@ -278,23 +279,30 @@ COMPONENT_KEYS = {"status", "files", "detail", "facts"}
 
 
 def check_contract(doc: dict) -> None:
-    assert set(doc) - {"timeline"} == {"path", "format", "files", "tensors", "totals",
-                                       "problems"} | STATE_KEYS
+    assert set(doc) - {"timeline", "project"} == {"path", "format", "files", "tensors", "totals",
+                                                  "problems"} | STATE_KEYS
     assert isinstance(doc["path"], str) and isinstance(doc["format"], str)
+    formats = {}
     for f in doc["files"]:
-        assert set(f) == FILE_KEYS
+        assert set(f) == FILE_KEYS and f["format"] in FORMATS
         assert f["error"] is None or isinstance(f["error"], str)
+        formats[f["path"]] = f["format"]
     for t in doc["tensors"]:
-        if t["file"].endswith(".safetensors"):
+        assert t["component"] in TENSOR_KINDS
+        if formats.get(t["file"]) == "safetensors":
             assert set(t) == TENSOR_KEYS
             assert t["nbytes"] == t["offsets"][1] - t["offsets"][0]
-        else:  # tensors inside torch files and DCP folders also say which component holds them
-            assert set(t) >= TENSOR_KEYS | {"component"}
+        else:  # a DCP tensor also gives its global shape and where the chunk sits in it
+            assert set(t) >= TENSOR_KEYS
         assert isinstance(t["shape"], list)
         assert t["offsets"] is None or len(t["offsets"]) == 2
     assert set(doc["totals"]) == TOTAL_KEYS
     for row in doc["totals"]["by_dtype"].values():
         assert set(row) == {"tensors", "params", "bytes"}
+    assert set(doc["totals"]["by_component"]) <= set(TENSOR_KINDS)
+    weights = doc["totals"]["by_component"]["weights"]
+    assert (weights["tensors"], weights["params"], weights["bytes"]) == (
+        doc["totals"]["tensors"], doc["totals"]["params"], doc["totals"]["bytes"])
     for p in doc["problems"]:
         assert set(p) == PROBLEM_KEYS and p["severity"] in {"error", "warning", "info"}
     for c in doc["components"].values():
@@ -303,7 +311,11 @@ def check_contract(doc: dict) -> None:
 
 def weights_of(doc: dict) -> dict:
     return {t["name"]: (t["dtype"], tuple(t["shape"]), t["file"]) for t in doc["tensors"]
-            if t["file"].endswith(".safetensors")}
+            if t["file"].endswith(".safetensors") and t["component"] == "weights"}
+
+
+def weight_totals(doc: dict) -> dict:
+    return {k: v for k, v in doc["totals"].items() if k != "by_component"}
 
 
 def test_json_of_the_sample_follows_the_contract_and_matches_safe_open():
@@ -316,9 +328,17 @@ def test_json_of_the_sample_follows_the_contract_and_matches_safe_open():
     assert weights_of(doc) == reference_map(RUN6, SHARDS)
     # optimizer.pt's tensors are listed too, as the optimizer's
     assert {t["component"] for t in doc["tensors"] if t["file"] == "optimizer.pt"} == {"optimizer"}
-    assert doc["totals"] == reference_totals(RUN6 / s for s in SHARDS)
-    assert [f["path"] for f in doc["files"]] == list(SHARDS)
+    assert weight_totals(doc) == reference_totals(RUN6 / s for s in SHARDS)
+    assert [f["path"] for f in doc["files"]] == sorted(p.name for p in RUN6.iterdir())
+    assert [f["path"] for f in doc["files"] if f["format"] == "safetensors"] == list(SHARDS)
+    assert {f["path"]: f["format"] for f in doc["files"] if f["format"] != "safetensors"} == {
+        "config.json": "json", "generation_config.json": "json", "optimizer.pt": "torch-zip",
+        "model.safetensors.index.json": "json", "rng_state.pth": "torch-zip",
+        "scheduler.pt": "torch-zip", "trainer_state.json": "json",
+        "training_args.bin": "torch-zip"}
     for f in doc["files"]:
+        if f["format"] != "safetensors":
+            continue
         shard = RUN6 / f["path"]
         assert f["size"] == shard.stat().st_size
         assert f["header_bytes"] == header_len(shard)

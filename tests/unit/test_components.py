@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ckpt_browser.analysis.components import training_state
+from ckpt_browser.errors import NotACheckpoint, PathNotFound
 from ckpt_browser.model import COMPONENTS
 from ckpt_browser.readers.frameworks import detect
 
@@ -380,7 +383,7 @@ def test_hf_run3_each_checkpoint_and_the_run_folder():
         check_optimizer(ts.components["optimizer"].facts, safe_load(d / "optimizer.pt"))
         check_scheduler(ts.components["scheduler"].facts, safe_load(d / "scheduler.pt"))
     run = training_state(str(HF_RUN3))
-    assert run.step == 6
+    assert run.step == 6 and run.root == str(HF_RUN3 / "checkpoint-6")
     assert any("showing checkpoint-6" in p.message for p in run.problems)
 
 
@@ -624,7 +627,8 @@ def test_unknown_and_weights_only_folders(tmp_path):
     rel = training_state(str(RELEASE))
     assert rel.framework == "safetensors"
     assert statuses(rel)["weights"] == "ok" and statuses(rel)["optimizer"] == "missing"
-    assert training_state(str(tmp_path / "nothing-here")).framework == "unknown"
+    with pytest.raises(PathNotFound):  # nothing there to describe
+        training_state(str(tmp_path / "nothing-here"))
 
 
 def test_facts_are_json():
@@ -734,7 +738,10 @@ def test_every_hand_built_layout_reads_without_raising(tmp_path):
         assert {c.status for c in ts.components.values()} <= allowed, name
         assert all(c.detail for c in ts.components.values()), name
     single = tmp_path / "epoch=1-step=2.ckpt"
-    single.write_bytes(b"garbage")
+    single.write_bytes(b"garbage")  # a name is no checkpoint: its content is none
+    with pytest.raises(NotACheckpoint):
+        training_state(str(single))
+    single.write_bytes(b"PK\x03\x04" + b"garbage")  # a torch zip cut short is a damaged one
     ts = training_state(str(single))
     assert ts.components["optimizer"].status == "damaged"
 

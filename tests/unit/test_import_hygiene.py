@@ -14,7 +14,7 @@ from .helpers import RUN6
 SCRIPT = """
 import io, json, sys, contextlib
 import ckpt_browser.readers
-import ckpt_browser.analysis.integrity
+import ckpt_browser.readers.integrity
 import ckpt_browser.analysis.modules
 import ckpt_browser.analysis.filter
 import ckpt_browser.report.json_report

@@ -1,4 +1,4 @@
-"""`open_layout` / `load_checkpoint`: what a path holds, and the index cross-checks."""
+"""`open_layout` / `open_checkpoint`: what a path holds, and the index cross-checks."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import torch
 
 from ckpt_browser.errors import CheckpointError, NotACheckpoint, PathNotFound
 from ckpt_browser.model import ERROR, INFO, WARNING
-from ckpt_browser.readers import iter_shards, load_checkpoint, open_layout
+from ckpt_browser.analysis.open import open_checkpoint
+from ckpt_browser.readers import iter_files, open_layout
 
 from .helpers import (DAMAGED, INDEX, RELEASE, RUN6, SHARDS, copy_sample, reference_map,
                       reference_totals, save, sharded, three_shards, write_index)
@@ -26,8 +27,9 @@ def totals_dict(totals) -> dict:
 
 
 def tensor_map(ckpt) -> dict:
-    """name -> (dtype, shape, file) as ckpt_browser read it."""
-    return {t.name: (t.dtype, t.shape, t.file) for t in ckpt.tensors}
+    """name -> (dtype, shape, file) of the safetensors tensors, as ckpt_browser read them."""
+    return {t.name: (t.dtype, t.shape, t.file) for f in ckpt.shards for t in f.tensors
+            if t.component == "weights"}
 
 
 def problems(ckpt, severity=None) -> list:
@@ -49,19 +51,21 @@ def index_of(folder) -> dict:
 
 @pytest.mark.parametrize("sample", [RUN6, RELEASE], ids=["checkpoint-6", "release"])
 def test_sample_folder_reads_like_safe_open(sample):
-    ckpt = load_checkpoint(str(sample))
+    ckpt = open_checkpoint(str(sample))
 
     assert ckpt.layout.format == "safetensors-index"
-    assert ckpt.layout.files == SHARDS
+    assert ckpt.layout.shards == SHARDS
+    assert set(SHARDS) < set(ckpt.layout.files)  # and the JSON and torch files beside them
     assert ckpt.problems == ()
     assert tensor_map(ckpt) == reference_map(sample, SHARDS)
-    # every tensor sits in the file the index says it does
-    assert {t.name: t.file for t in ckpt.tensors} == index_of(sample)["weight_map"]
+    # every weight sits in the file the index says it does
+    weights = {t.name: t.file for t in ckpt.tensors if t.component == "weights"}
+    assert weights == index_of(sample)["weight_map"]
 
 
 @pytest.mark.parametrize("sample", [RUN6, RELEASE], ids=["checkpoint-6", "release"])
 def test_sample_totals_equal_safe_open_and_the_hf_index(sample):
-    ckpt = load_checkpoint(str(sample))
+    ckpt = open_checkpoint(str(sample))
     ref = reference_totals(sample / f for f in SHARDS)
 
     assert totals_dict(ckpt.totals) == ref
@@ -72,7 +76,7 @@ def test_sample_totals_equal_safe_open_and_the_hf_index(sample):
 
 def test_sample_as_the_index_file():
     path = RUN6 / INDEX
-    ckpt = load_checkpoint(str(path))
+    ckpt = open_checkpoint(str(path))
     assert ckpt.layout.format == "safetensors-index"
     assert ckpt.layout.path == str(path)
     assert ckpt.problems == ()
@@ -81,9 +85,9 @@ def test_sample_as_the_index_file():
 
 @pytest.mark.parametrize("shard", SHARDS)
 def test_sample_as_a_single_shard_file(shard):
-    ckpt = load_checkpoint(str(RUN6 / shard))
+    ckpt = open_checkpoint(str(RUN6 / shard))
     assert ckpt.layout.format == "safetensors"
-    assert ckpt.layout.files == (shard,)
+    assert ckpt.layout.files == (shard,) and ckpt.layout.shards == (shard,)
     assert ckpt.problems == ()
     assert tensor_map(ckpt) == reference_map(RUN6, [shard])
     assert totals_dict(ckpt.totals) == reference_totals([RUN6 / shard])
@@ -92,14 +96,14 @@ def test_sample_as_a_single_shard_file(shard):
 def test_relative_single_file_path(tmp_path, monkeypatch):
     save(tmp_path / "model.safetensors", {"w": torch.ones(3, 2)})
     monkeypatch.chdir(tmp_path)
-    ckpt = load_checkpoint("model.safetensors")
+    ckpt = open_checkpoint("model.safetensors")
     assert ckpt.problems == ()
     assert [t.name for t in ckpt.tensors] == ["w"]
 
 
 def test_shards_without_an_index_are_a_safetensors_folder(tmp_path):
     folder = copy_sample(RUN6, tmp_path / "noindex", skip=(INDEX,))
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     assert ckpt.layout.format == "safetensors-folder"
     assert ckpt.layout.index is None
     assert ckpt.problems == ()
@@ -109,14 +113,16 @@ def test_shards_without_an_index_are_a_safetensors_folder(tmp_path):
 def test_folder_with_one_safetensors_file(tmp_path):
     save(tmp_path / "model.safetensors", {"w": torch.ones(2)})
     (tmp_path / "config.json").write_text("{}")
-    ckpt = load_checkpoint(str(tmp_path))
+    ckpt = open_checkpoint(str(tmp_path))
     assert ckpt.layout.format == "safetensors"
-    assert ckpt.layout.files == ("model.safetensors",)
+    assert ckpt.layout.shards == ("model.safetensors",)
+    assert ckpt.layout.files == ("config.json", "model.safetensors")
+    assert [f.format for f in ckpt.files] == ["json", "safetensors"]
 
 
 def test_safetensors_file_without_the_extension_is_recognised(tmp_path):
     path = save(tmp_path / "weights", {"w": torch.ones(2, 2)})
-    ckpt = load_checkpoint(str(path))
+    ckpt = open_checkpoint(str(path))
     assert ckpt.layout.format == "safetensors"
     assert tensor_map(ckpt) == {"w": ("F32", (2, 2), "weights")}
 
@@ -140,25 +146,27 @@ def test_text_file(tmp_path):
     path.write_text("these are not weights, but they are long enough\n")
     with pytest.raises(NotACheckpoint) as e:
         open_layout(str(path))
-    assert "not a safetensors file" in e.value.problem and "notes.txt" in str(e.value)
+    assert "not a checkpoint" in e.value.problem and "notes.txt" in str(e.value)
 
 
 def test_torch_file_opens_with_no_safetensors_weights():
-    # issue 3: torch files are read by the training-state readers, not refused
+    # a torch file is one file to read by its content, not refused
     layout = open_layout(str(RUN6 / "optimizer.pt"))
-    assert layout.format == "torch" and layout.files == ()
+    assert layout.format == "files" and layout.files == ("optimizer.pt",) and layout.shards == ()
 
 
 def test_folder_with_only_torch_files_opens_without_weights(tmp_path):
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json"):
         shutil.copy(RUN6 / name, tmp_path / name)
     layout = open_layout(str(tmp_path))
-    assert layout.format == "no-safetensors" and layout.files == ()
+    assert layout.format == "files" and layout.shards == ()
+    assert layout.files == ("optimizer.pt", "rng_state.pth", "scheduler.pt", "trainer_state.json")
 
 
 def test_unknown_folder_is_listed_not_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    assert open_layout(str(tmp_path)).format == "no-safetensors"
+    layout = open_layout(str(tmp_path))
+    assert layout.format == "files" and layout.files == ("notes.txt",)
 
 
 def test_folder_that_cannot_be_listed(tmp_path, monkeypatch):
@@ -174,7 +182,7 @@ def test_folder_that_cannot_be_listed(tmp_path, monkeypatch):
 # --- the damaged sample --------------------------------------------------------------------------
 
 def test_damaged_sample_names_the_missing_and_the_truncated_shard():
-    ckpt = load_checkpoint(str(DAMAGED))
+    ckpt = open_checkpoint(str(DAMAGED))
     s1, s2, s3 = SHARDS
     wm = index_of(DAMAGED)["weight_map"]
 
@@ -196,7 +204,7 @@ def test_damaged_sample_names_the_missing_and_the_truncated_shard():
 
 def test_synthetic_three_shards_are_clean(tmp_path):
     folder = three_shards(tmp_path)
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     assert ckpt.problems == ()
     assert totals_dict(ckpt.totals) == reference_totals(sorted(folder.glob("*.safetensors")))
 
@@ -204,7 +212,7 @@ def test_synthetic_three_shards_are_clean(tmp_path):
 def test_index_names_a_missing_file(tmp_path):
     folder = three_shards(tmp_path)
     (folder / "model-00002-of-00003.safetensors").unlink()
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     find(ckpt, "model-00002-of-00003.safetensors", "does not exist")
     find(ckpt, "model-00002-of-00003.safetensors", "1 tensors", "b.weight")
     assert set(tensor_map(ckpt)) == {"a.weight", "a.bias", "c.weight", "c.mask"}
@@ -214,7 +222,7 @@ def test_tensor_in_index_missing_from_its_shard(tmp_path):
     folder = three_shards(tmp_path)
     wm = index_of(folder)["weight_map"] | {"a.ghost": "model-00001-of-00003.safetensors"}
     write_index(folder, wm)
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     p = find(ckpt, "model-00001-of-00003.safetensors", "a.ghost", "not in the file")
     assert [q for q in ckpt.problems if q.severity == ERROR] == [p]
 
@@ -224,7 +232,7 @@ def test_tensor_in_shard_not_in_index(tmp_path):
     wm = index_of(folder)["weight_map"]
     del wm["c.mask"]
     write_index(folder, wm)
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     find(ckpt, "model-00003-of-00003.safetensors", "c.mask", "not mapped", severity=WARNING)
     assert not ckpt.damaged
 
@@ -234,7 +242,7 @@ def test_name_in_two_shards_with_index(tmp_path):
         "model-00001-of-00002.safetensors": {"x": torch.ones(2), "shared": torch.ones(3)},
         "model-00002-of-00002.safetensors": {"y": torch.ones(2), "shared": torch.zeros(3)},
     })
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     p = find(ckpt, "model-00002-of-00002.safetensors", "shared", "model-00001-of-00002.safetensors")
     assert "also appear" in p.message
     assert ckpt.damaged
@@ -245,7 +253,7 @@ def test_name_in_two_shards_without_index(tmp_path):
         "part-1.safetensors": {"x": torch.ones(2), "shared": torch.ones(3)},
         "part-2.safetensors": {"y": torch.ones(2), "shared": torch.zeros(3)},
     }, index=False)
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     assert ckpt.layout.format == "safetensors-folder"
     find(ckpt, "part-2.safetensors", "shared", "part-1.safetensors")
 
@@ -254,7 +262,7 @@ def test_total_size_mismatch(tmp_path):
     folder = three_shards(tmp_path)
     right = index_of(folder)["metadata"]["total_size"]
     write_index(folder, index_of(folder)["weight_map"], total_size=right + 1000)
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     p = find(ckpt, INDEX, "total_size", severity=WARNING)
     assert f"{right + 1000:,}" in p.message and f"{right:,}" in p.message
 
@@ -262,7 +270,7 @@ def test_total_size_mismatch(tmp_path):
 def test_orphan_shard_not_named_by_the_index(tmp_path):
     folder = three_shards(tmp_path)
     save(folder / "model-00004-of-00004.safetensors", {"stray": torch.ones(1)})
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     find(ckpt, "model-00004-of-00004.safetensors", "not named by", severity=WARNING)
     assert "stray" not in tensor_map(ckpt)  # loaders ignore it, so do we
 
@@ -271,7 +279,7 @@ def test_single_file_beside_the_index_is_a_warning(tmp_path):
     # transformers loads model.safetensors first and never looks at the index
     folder = three_shards(tmp_path)
     save(folder / "model.safetensors", {"other": torch.ones(1)})
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     find(ckpt, "model.safetensors", "ignores the index", severity=WARNING)
     assert not ckpt.damaged
 
@@ -281,7 +289,7 @@ def test_index_naming_a_file_outside_the_folder(tmp_path):
     save(tmp_path / "x.safetensors", {"evil": torch.ones(1)})
     wm = index_of(folder)["weight_map"] | {"evil": "../x.safetensors"}
     write_index(folder, wm)
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     find(ckpt, INDEX, "../x.safetensors", "outside")
     assert "evil" not in tensor_map(ckpt)
     assert "../x.safetensors" not in ckpt.layout.files
@@ -290,7 +298,7 @@ def test_index_naming_a_file_outside_the_folder(tmp_path):
 def test_index_mapping_to_an_empty_file_name(tmp_path):
     folder = three_shards(tmp_path / "ckpt")
     write_index(folder, index_of(folder)["weight_map"] | {"lost": ""})
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     find(ckpt, INDEX, "empty file name")
     assert all(p.file for p in ckpt.problems)  # every problem names a file
     assert "" not in ckpt.layout.files
@@ -299,7 +307,7 @@ def test_index_mapping_to_an_empty_file_name(tmp_path):
 def test_broken_index_json_still_shows_the_shards(tmp_path):
     folder = copy_sample(RUN6, tmp_path / "c")
     (folder / INDEX).write_text('{"metadata": {"total_size": 1}, "weight_map": {')
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     find(ckpt, INDEX, "not valid JSON", "3 .safetensors files")
     assert tensor_map(ckpt) == reference_map(RUN6, SHARDS)
 
@@ -309,7 +317,7 @@ def test_broken_index_json_still_shows_the_shards(tmp_path):
 def test_index_without_a_usable_weight_map_still_shows_the_shards(tmp_path, doc):
     folder = copy_sample(RUN6, tmp_path / "c")
     (folder / INDEX).write_text(doc)
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     assert any(p.file == INDEX and p.severity == ERROR for p in ckpt.problems)
     assert tensor_map(ckpt) == reference_map(RUN6, SHARDS)
 
@@ -319,7 +327,7 @@ def test_index_pointing_at_bin_files(tmp_path):
                            "b": "pytorch_model-00002-of-00002.bin"})
     for target in (tmp_path, tmp_path / INDEX):
         layout = open_layout(str(target))
-        assert layout.format == "no-safetensors" and layout.files == ()
+        assert layout.format == "files" and layout.shards == ()
 
 
 def test_one_bad_shard_does_not_stop_the_others(tmp_path):
@@ -328,7 +336,7 @@ def test_one_bad_shard_does_not_stop_the_others(tmp_path):
     raw = bytearray(bad.read_bytes())
     raw[8:12] = b"\xff\xff\xff\xff"  # wreck the JSON header, keep the length
     bad.write_bytes(bytes(raw))
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     find(ckpt, SHARDS[1], "UTF-8")
     assert tensor_map(ckpt) == reference_map(RUN6, [SHARDS[0], SHARDS[2]])
     ok = [s for s in ckpt.shards if s.name != SHARDS[1]]
@@ -339,7 +347,7 @@ def test_two_indexes_in_a_folder_prefer_model_index(tmp_path):
     folder = copy_sample(RUN6, tmp_path / "c")
     write_index(folder, {"x": "other-00001-of-00001.safetensors"},
                 name="other.safetensors.index.json")
-    ckpt = load_checkpoint(str(folder))
+    ckpt = open_checkpoint(str(folder))
     assert ckpt.layout.index.name == INDEX
     find(ckpt, INDEX, "other.safetensors.index.json", severity=INFO)
     assert tensor_map(ckpt) == reference_map(RUN6, SHARDS)
@@ -347,18 +355,21 @@ def test_two_indexes_in_a_folder_prefer_model_index(tmp_path):
 
 # --- batches and cancel --------------------------------------------------------------------------
 
-def test_iter_shards_yields_batches_and_stops_when_cancelled():
+def test_iter_files_yields_batches_and_stops_when_cancelled():
     layout = open_layout(str(RUN6))
-    batches = list(iter_shards(layout, batch=2))
-    assert [len(b) for b in batches] == [2, 1]
-    assert [s.name for b in batches for s in b] == list(SHARDS)
+    batches = list(iter_files(layout, batch=2))
+    assert all(len(b) == 2 for b in batches[:-1]) and 1 <= len(batches[-1]) <= 2
+    names = [s.name for b in batches for s in b]
+    assert names[:3] == list(SHARDS)  # the shards first: they are the tree's skeleton
+    assert sorted(names) == sorted(layout.files)
 
     cancel = threading.Event()
     cancel.set()
-    assert list(iter_shards(layout, cancel)) == []
+    assert list(iter_files(layout, cancel)) == []
 
 
-def test_load_checkpoint_reports_progress():
+def test_open_checkpoint_reports_progress():
     seen = []
-    load_checkpoint(str(RUN6), on_batch=lambda done, total: seen.append((done, total)))
-    assert seen and seen[-1] == (3, 3)
+    open_checkpoint(str(RUN6), on_batch=lambda done, total: seen.append((done, total)))
+    n = len(open_layout(str(RUN6)).files)
+    assert seen and seen[-1] == (n, n)

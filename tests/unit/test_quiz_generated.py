@@ -11,7 +11,7 @@ from safetensors import safe_open
 from ckpt_browser.analysis.components import training_state
 from ckpt_browser.analysis.resume import report_from, resume_report
 from ckpt_browser.quiz.generated import generate, questions_for
-from ckpt_browser.readers import load_checkpoint
+from ckpt_browser.analysis.open import open_checkpoint
 
 from .helpers import DAMAGED, RUN6, SAMPLES
 
@@ -131,7 +131,7 @@ def test_same_seed_same_questions():
 
 def test_a_single_shard_checkpoint_asks_no_shard_question():
     path = str(SAMPLES / "hf-multirank" / "checkpoint-4")
-    ckpt = load_checkpoint(path)
+    ckpt = open_checkpoint(path)
     training = training_state(path)
     qs = generate(ckpt, training, report_from(ckpt, training), seed=0, per_kind=5)
     assert not by_kind(qs, "shard")  # one shard and no index: no three wrong shard names

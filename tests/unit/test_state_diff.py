@@ -14,7 +14,7 @@ import pytest
 from ckpt_browser.analysis.components import training_state
 from ckpt_browser.errors import CheckpointError
 from ckpt_browser.model import COMPONENTS
-from ckpt_browser.readers.load import load_checkpoint
+from ckpt_browser.analysis.open import open_checkpoint
 from ckpt_browser.values.locate import all_locs
 from ckpt_browser.values.state_diff import state_diff
 
@@ -29,7 +29,7 @@ RUN3, RUN6 = RUN / "checkpoint-3", RUN / "checkpoint-6"
 def side(path):
     ts = training_state(str(path))
     try:
-        ckpt = load_checkpoint(str(path))
+        ckpt = open_checkpoint(str(path))
     except CheckpointError:  # no safetensors here: the state files' tensors only
         ckpt = None
     return ts, all_locs(ckpt, ts)

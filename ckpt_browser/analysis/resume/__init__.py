@@ -2,7 +2,7 @@
 
 One verdict (exact / inexact / weights-only / broken, catalog section 9) with findings that say
 what is missing, where, and what it means for the resumed run. Built from what the readers
-already found: the weights' header and index checks (`load_checkpoint`) and the seven
+already found: the checks made while every file was read (`open_checkpoint`) and the seven
 components of `training_state`; nothing is read twice and no pickle is ever run.
 
     verdict.py   severities -> verdict, the Draft the checks fill
@@ -10,6 +10,7 @@ components of `training_state`; nothing is read twice and no pickle is ever run.
     tiling.py    DCP chunks tile each tensor; rank files present and long enough
     ranks.py     rank-indexed files missing (RNG per rank, ZeRO shards per data-parallel rank)
     coverage.py  optimizer state against the trainable weights
+    content.py   counters that disagree, EMA-only weights, pickled modules (read by content)
     world.py     --world-size N
     status.py    dangling markers, every component that is not ok, leftover reader problems
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 
+from ckpt_browser.analysis.resume.content import check_content
 from ckpt_browser.analysis.resume.coverage import check_coverage
 from ckpt_browser.analysis.resume.ranks import check_ranks
 from ckpt_browser.analysis.resume.status import (check_markers, check_other_problems,
@@ -43,12 +45,13 @@ def report_from(ckpt: Checkpoint | None, training: TrainingState, world_size: in
     check_coverage(draft, ckpt, training)
     if world_size is not None:
         check_world_size(draft, training, world_size)
+    if path is None:
+        path = ckpt.layout.path if ckpt is not None else ""
+    check_content(draft, training, path, ckpt)
     check_markers(draft, training)
     check_statuses(draft)
     check_other_problems(draft, training)
     findings = draft.sorted()
-    if path is None:
-        path = ckpt.layout.path if ckpt is not None else ""
     return ResumeReport(path, training.framework, verdict_of(findings), training.step,
                         training.ranks, draft.components, findings)
 
@@ -58,21 +61,20 @@ def resume_report(path: str, world_size: int | None = None) -> ResumeReport:
     checked at its newest; `resume_reports` checks each. Raises CheckpointError when nothing
     at `path` can be read as a checkpoint."""
     from ckpt_browser.analysis.components import training_state
-    from ckpt_browser.readers import load_checkpoint
-    from ckpt_browser.readers.frameworks import detect
+    from ckpt_browser.analysis.open import open_checkpoint
 
-    target = detect(path).path if os.path.isdir(path) else path  # a run folder: its newest
-    ckpt = load_checkpoint(target)
-    return report_from(ckpt, training_state(target), world_size, path=target)
+    ckpt = open_checkpoint(path)  # a run folder: its newest
+    target = ckpt.layout.path if os.path.isdir(path) else path
+    return report_from(ckpt, training_state(ckpt), world_size, path=target)
 
 
 def resume_reports(folder: str, world_size: int | None = None) -> ResumeTimeline:
     """Every checkpoint in a folder of checkpoints, newest first, and the newest exact one.
     A checkpoint that cannot be read at all is reported broken, not raised."""
-    from ckpt_browser.readers.timeline import find_checkpoints
+    from ckpt_browser.analysis.runs import run_entries
 
     reports = []
-    for entry in find_checkpoints(folder):
+    for entry in run_entries(folder):
         try:
             reports.append(resume_report(entry.path, world_size))
         except CheckpointError as e:

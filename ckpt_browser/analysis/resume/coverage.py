@@ -8,27 +8,25 @@ from __future__ import annotations
 from collections import Counter
 
 from ckpt_browser.analysis.resume.verdict import Draft
-from ckpt_browser.analysis.roles import component_of
 from ckpt_browser.model import ERROR, INFO, Checkpoint, TrainingState
-from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile
 
 AFTER = ("it was saved for a different model or parameter split, and loading it fails or "
          "pairs moments with the wrong weights: only a warm start from the weights is safe.")
 
 
 def weight_shapes(ckpt: Checkpoint | None, ts: TrainingState) -> dict[str, tuple[int, ...]]:
-    """Every weight tensor's name and shape: safetensors headers, torch pickles, DCP keys."""
-    shapes = {t.name: tuple(t.shape) for t in ckpt.tensors} if ckpt is not None else {}
-    files = set(ts.components["weights"].files)
-    for f in ts.files:
-        if isinstance(f, PickleFile) and f.name in files:
-            shapes.update((path, t.shape) for path, t in f.tensors
-                          if component_of(ts, f.name, path) == "weights")
-        elif isinstance(f, DcpCheckpoint):
-            meta = f"{f.folder}/.metadata" if f.folder else ".metadata"
-            shapes.update((k.removeprefix("model."), e.shape) for k, e in f.entries.items()
-                          if e.kind == "tensor" and e.shape is not None
-                          and component_of(ts, meta, k) == "weights")
+    """Every weight's parameter name and shape, from every file that holds weights."""
+    from ckpt_browser.analysis.content.tag import named_weights
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    if ckpt is None:
+        return shapes
+    for f in ckpt.files:
+        if f.format == "dcp-metadata":
+            shapes.update((t.name.removeprefix("model."), tuple(t.shape)) for t in f.tensors
+                          if t.component == "weights")
+        else:
+            shapes.update((name, tuple(t.shape)) for name, t in named_weights(f))
     return shapes
 
 

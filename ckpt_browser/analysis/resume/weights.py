@@ -15,12 +15,29 @@ AFTER = ("the model cannot be loaded without it, so nothing can resume from this
          "copy it again from where the run saved it, or resume from an earlier checkpoint.")
 
 
+def weight_files(draft: Draft, ckpt: Checkpoint) -> set[str | None]:
+    """The files the weights are in: shards and their index, and the torch files whose content
+    holds the weights. Other files' problems belong to their own components; DCP folders
+    have a check of their own (tiling)."""
+    names: set[str | None] = {None, *ckpt.layout.shards}
+    names.update(f.name for f in ckpt.files if f.name.endswith(".safetensors.index.json"))
+    if draft.components["weights"].status == "ok":  # else its status already says why
+        names.update(draft.components["weights"].files)
+        names.update(f.name for f in ckpt.files if f.format not in ("dcp-metadata", "dcp-rank")
+                     and any(t.component == "weights" for t in f.tensors))
+    dcp = {f.name for f in ckpt.files if f.format in ("dcp-metadata", "dcp-rank")}
+    return names - dcp
+
+
 def check_weights(draft: Draft, ckpt: Checkpoint | None) -> None:
     """One error finding per unreadable weight file; the weights component says so too."""
     if ckpt is None:
         return
+    ours = weight_files(draft, ckpt)
     by_file: dict[str | None, list[str]] = {}
     for p in ckpt.problems:
+        if p.file not in ours:
+            continue
         if p.severity == ERROR:
             by_file.setdefault(p.file, []).append(p.message)
         elif p.severity == WARNING:
@@ -55,7 +72,8 @@ def _message(file: str | None, messages: list[str]) -> str:
 def _checked(draft: Draft, ckpt: Checkpoint) -> None:
     """Weights listed by name in the training state, now with their headers read."""
     old = draft.components["weights"]
-    if old.status != "ok" or not ckpt.shards:
+    if old.status != "ok" or not ckpt.shards or any(
+            f.format not in ("safetensors", "json") for f in ckpt.files if f.name in old.files):
         return
     n, tensors = len(ckpt.shards), ckpt.totals.tensors
     checked = "every header and the index check out" if ckpt.layout.index else \

@@ -24,6 +24,8 @@ class Found:
     epoch: float | None = None
     ranks: int | None = None
     problems: list[Problem] = field(default_factory=list)
+    framework: str = ""  # set when the content, not the names, says who wrote it
+    project: str = ""  # that producer, for people
 
     def add(self, c: Component) -> None:
         self.components[c.kind] = c

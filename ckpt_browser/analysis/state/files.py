@@ -29,13 +29,27 @@ _STRUCT = {"F64": "d", "F32": "f", "F16": "e", "I64": "q", "I32": "i", "I16": "h
 class StateFiles:
     """Reads each state file once; remembers every PickleFile / DcpCheckpoint and problem."""
 
-    def __init__(self, root: str, max_json: int) -> None:
+    def __init__(self, root: str, max_json: int, ckpt=None) -> None:
         self.root = root
         self.max_json = max_json
         self._cache: dict[str, object] = {}
         self.read: list = []
         self.problems: list[Problem] = []
         self._handles: dict[str, object] = {}  # files whose scalar tensors are being read
+        if ckpt is not None and os.path.abspath(ckpt.layout.root) == os.path.abspath(root):
+            self._preload(ckpt)
+
+    def _preload(self, ckpt) -> None:
+        """What the checkpoint already read (each file once): its problems are the
+        checkpoint's, so they are not repeated here."""
+        for f in ckpt.files:
+            src = f.source
+            if isinstance(src, PickleFile):
+                self._cache[f.name] = src
+                self.read.append(src)
+            elif isinstance(src, DcpCheckpoint):
+                self._cache[f"dcp:{src.folder}"] = src
+                self.read.append(src)
 
     def close(self) -> None:
         for f in self._handles.values():

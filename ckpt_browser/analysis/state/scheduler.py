@@ -9,7 +9,8 @@ from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
 from ckpt_browser.readers.standins import PickleFile
 
-SCHEDULER_KEYS = ("last_epoch", "last_batch_iteration", "_step_count", "base_lrs", "_last_lr",
+SCHEDULER_KEYS = ("last_epoch", "last_batch_iteration", "last_step", "_global_step", "_step_count",
+                  "base_lrs", "_last_lr", "base_values", "_last_value",
                   "max_lr", "min_lr", "lr_warmup_steps", "num_steps", "lr_decay_steps",
                   "lr_decay_style", "start_wd", "end_wd", "wd_incr_style", "wd_incr_steps")
 

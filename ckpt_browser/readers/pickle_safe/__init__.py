@@ -101,12 +101,39 @@ def unpickle(file, name: str, allow: dict | None = None, *, storage_ids: str | N
         except (RecursionError, MemoryError) as e:
             obj, ok = None, False
             problems.append(Problem(ERROR, name, _message(e)))
+    if ok and u.saw_getattr and "builtins.getattr" not in u.unsafe and _bare_getattr(obj):
+        u.unsafe["builtins.getattr"] = None  # kept as a value: whoever calls it reaches anything
     notes = [Problem(WARNING, name, n) for n in u.notes]
     if u.note_count > len(u.notes):
         more = u.note_count - len(u.notes)
         notes.append(Problem(WARNING, name, f"... and {more:,} more warnings like these"))
     problems[:0] = notes
     return Unpickled(obj, ok, tuple(u.unsafe), tuple(problems), u.storages)
+
+
+def _bare_getattr(obj) -> bool:
+    """Whether the builtin getattr itself is somewhere in the graph (not just called)."""
+    from ckpt_browser.readers.standins import Opaque, UnsafeCall
+
+    stack, seen = [obj], set()
+    while stack:
+        o = stack.pop()
+        kind = type(o)
+        if kind is UnsafeCall:
+            if o.qualname == "builtins.getattr" and not o.args:
+                return True
+            stack.extend(o.args)
+        elif kind in (dict, list, tuple, set, frozenset, Opaque) and id(o) not in seen:
+            seen.add(id(o))
+            if kind is dict:
+                stack.extend(o.keys())
+                stack.extend(o.values())
+            elif kind is Opaque:
+                stack.extend(o.args)
+                stack.append(o.state)
+            else:
+                stack.extend(o)
+    return False
 
 
 def read_pickle_bytes(data: bytes, name: str) -> tuple[Any, tuple[str, ...], tuple[Problem, ...]]:

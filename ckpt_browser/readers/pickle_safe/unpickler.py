@@ -22,6 +22,7 @@ from ckpt_browser.readers.pickle_safe.torch_records import storage_ref
 from ckpt_browser.readers.standins import Opaque, UnsafeCall
 
 _P = pickle._Unpickler  # the pure-Python unpickler: its opcodes can be hooked one by one
+GETATTR = ("builtins.getattr", "__builtin__.getattr")
 
 
 class SafeUnpickler(Containers, _P):
@@ -39,6 +40,10 @@ class SafeUnpickler(Containers, _P):
         self.storage_ids = storage_ids
         self.max_ops, self.max_memo = max_ops, max_memo
         self.unsafe: dict[str, None] = {}
+        # functions named through getattr(Class, "name") (how protocols 2 and 3 pickle a
+        # method): a reference is inert; calling one runs the class's code, which is unsafe
+        self.references: dict[int, Opaque] = {}
+        self.saw_getattr = False
         self.storages: dict[str, tuple[str, int]] = {}  # key -> (tag, numel)
         self.notes: list[str] = []
         self.note_count = 0
@@ -101,6 +106,9 @@ class SafeUnpickler(Containers, _P):
         spec = self.allow.get(qual)
         if isinstance(spec, str):
             return spec
+        if qual in GETATTR:
+            self.saw_getattr = True
+            return UnsafeCall("builtins.getattr")  # unsafe unless it names a method (call())
         # a dotted name is followed attribute by attribute (posixpath.os.system,
         # pathlib.Path.touch): any such reach past a class that we do not allow is unsafe
         if spec is None and (is_unsafe(qual) or "." in name or is_unsafe(name)):
@@ -131,6 +139,14 @@ class SafeUnpickler(Containers, _P):
             self.note(f"a call with arguments {short(args)} instead of a tuple")
             return elided()
         if type(func) is UnsafeCall:
+            if func.qualname == "builtins.getattr" and not func.args:
+                ref = self._method_reference(args)
+                if ref is not None:
+                    return ref
+                self.unsafe[func.qualname] = None
+            return self._nested(UnsafeCall(func.qualname, args), args)
+        if type(func) is Opaque and id(func) in self.references:
+            self.unsafe[func.qualname] = None  # a method called while loading: its code runs
             return self._nested(UnsafeCall(func.qualname, args), args)
         if type(func) is not Opaque:
             self.note(f"the pickle calls a {type(func).__name__} ({short(func)})")
@@ -145,6 +161,20 @@ class SafeUnpickler(Containers, _P):
             return self._nested(Opaque(func.qualname, args), args)
         # a hashable result may hold its args: count it as one level above them
         return self._nested(result, args) if type(result) in HASHED else result
+
+    def _method_reference(self, args) -> Opaque | None:
+        """getattr(<a class we do not build>, "name"): a function by its qualified name, as
+        pickle writes a method under protocols 2 and 3. None when it could reach more."""
+        if len(args) != 2 or type(args[0]) is not Opaque or args[0].args or args[0].state:
+            return None
+        cls, attr = args[0], args[1]
+        qual = f"{cls.qualname}.{attr}" if type(attr) is str else ""
+        if (not attr.isidentifier() if type(attr) is str else True) or attr.startswith("_") \
+                or is_unsafe(cls.qualname) or is_unsafe(qual):
+            return None
+        ref = Opaque(qual, (), {"__reference__": "a function, named but never called"})
+        self.references[id(ref)] = ref
+        return ref
 
     def load_reduce(self):
         args = self.stack.pop()

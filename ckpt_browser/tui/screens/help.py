@@ -12,7 +12,7 @@ KEYS = [
     ("up / down", "move in the tree"),
     ("right / left", "expand / collapse (left again: go to the parent)"),
     ("enter / space", "toggle the highlighted node"),
-    ("m", "switch the tree: by shard <-> by module"),
+    ("m", "switch the tree: by file <-> by module"),
     ("t", "training state: optimizer, scheduler, RNG, data, progress, scaler"),
     ("r", "resume check: the verdict, the seven components, findings (Enter shows the file)"),
     ("c", "another checkpoint of the same folder (when opened on a folder of them)"),

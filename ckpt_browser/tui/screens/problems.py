@@ -8,7 +8,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 
 
 def problems_text(problems) -> Text:

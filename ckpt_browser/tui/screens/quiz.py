@@ -16,7 +16,7 @@ from textual.widgets import Static
 from ckpt_browser.quiz.progress import Progress, save_progress
 from ckpt_browser.quiz.session import Feedback, Session
 from ckpt_browser.quiz.words import LETTERS, word
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 
 COUNT = 10
 HINT = {"en": "1-4 or a-d answer · Enter next · l tiếng Việt · Esc close",

@@ -14,7 +14,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ckpt_browser.model import ResumeReport
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 
 VERDICT_WORDS = {
     "exact": "EXACT: resuming continues the run as if it had not stopped",

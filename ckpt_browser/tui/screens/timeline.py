@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 
 
 def entry_text(e) -> Text:

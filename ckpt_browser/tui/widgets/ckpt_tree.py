@@ -1,4 +1,4 @@
-"""The checkpoint tree, by shard or by module. Children are made only on expand."""
+"""The checkpoint tree, by file or by module. Children are made only on expand."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class CheckpointTree(Tree[Ref]):
     def __init__(self, state: BrowseState, **kwargs) -> None:
         super().__init__("checkpoint", data=Ref("root"), **kwargs)
         self.state = state
-        self.mode = "shard"
+        self.mode = "file"
         self.show_root = False
         self.guide_depth = 2
         self._shard_nodes: dict = {}
@@ -30,7 +30,7 @@ class CheckpointTree(Tree[Ref]):
     def rebuild(self) -> None:
         self.clear()
         self._shard_nodes = {}
-        if self.mode == "shard":
+        if self.mode == "file":
             for name in self.state.layout.files:
                 if not self.state.pattern or self.state.tensors_of(name):
                     self._shard_nodes[name] = self.root.add(self._shard_text(name),
@@ -47,17 +47,23 @@ class CheckpointTree(Tree[Ref]):
     def _shard_text(self, name: str):
         shard = self.state.shards.get(name)
         shown = len(self.state.tensors_of(name)) if self.state.pattern else None
-        return shard_label(name, self.state.shard_state(name),
-                           len(shard.tensors) if shard else 0,
-                           shard.totals.bytes if shard else None, shown)
+        if shard is None:
+            return shard_label(name, self.state.shard_state(name), 0, None, shown)
+        nbytes = shard.totals.bytes if shard.tensors else shard.size
+        return shard_label(name, self.state.shard_state(name), len(shard.tensors), nbytes,
+                           shown, shard.format)
 
     def refresh_shards(self, names) -> None:
-        """New headers arrived: relabel those shards and refill them if open."""
+        """New files were read: relabel them and refill them if open; a file that holds no
+        tensors (JSON, a text file) has nothing to open."""
         for name in names:
             node = self._shard_nodes.get(name)
             if node is None:
                 continue
             node.set_label(self._shard_text(name))
+            shard = self.state.shards.get(name)
+            if shard is not None and not shard.tensors and not self.state.tensors_of(name):
+                node.allow_expand = False
             if node.is_expanded:
                 node.remove_children()
                 self._fill(node)
@@ -116,7 +122,7 @@ class CheckpointTree(Tree[Ref]):
 
     def reveal_file(self, name: str) -> bool:
         """Put the cursor on the node of a file (a shard, or a state file under its component)."""
-        if self.mode == "shard" and name in self._shard_nodes:
+        if self.mode == "file" and name in self._shard_nodes:
             self._move_when_laid_out(self._shard_nodes[name])
             return True
         if self.mode != "state":

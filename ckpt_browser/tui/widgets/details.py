@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from ckpt_browser.model import Totals
 from ckpt_browser.readers.safetensors import MAGIC_LEN
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.report.text import count, size
 from ckpt_browser.tui.state import BrowseState
 from ckpt_browser.tui.refs import Ref
@@ -71,32 +71,50 @@ def _tensor(state: BrowseState, ref: Ref):
         return Group(Text(printable(t), style="bold"),
                      Text(printable(f"The index maps this tensor to {ref.shard}, but {why}.")))
     shard = state.shards.get(t.file)
+    rows = [("dtype", str(t.dtype)),
+            ("shape", "[" + ", ".join(str(d) for d in t.shape) + "]"),
+            ("numel", f"{t.numel:,} ({count(t.numel)})"),
+            ("bytes", f"{t.nbytes:,} ({size(t.nbytes)})")]
+    if shard is not None and shard.format != "safetensors":
+        rows += [("part of", t.component), ("file", f"{printable(t.file)} ({shard.format})")]
+        if shard.format == "dcp-metadata":
+            rows.append(("where", "in the rank files, chunk by chunk (t: the DCP keys)"))
+        elif t.located:
+            rows.append(("in file", f"{t.begin:,} - {t.end:,} (bytes from the file start)"))
+        else:
+            rows.append(("in file", "? (the file does not say where its storage is)"))
+        return Group(Text(printable(t.name), style="bold"), _kv(rows))
     start = MAGIC_LEN + shard.header_bytes if shard and shard.header_bytes is not None else None
     file_range = f"{start + t.begin:,} - {start + t.end:,}" if start is not None else "?"
-    return Group(Text(printable(t.name), style="bold"), _kv([
-        ("dtype", t.dtype),
-        ("shape", "[" + ", ".join(str(d) for d in t.shape) + "]"),
-        ("numel", f"{t.numel:,} ({count(t.numel)})"),
-        ("bytes", f"{t.nbytes:,} ({size(t.nbytes)})"),
-        ("shard", printable(t.file)),
-        ("offsets", f"{t.begin:,} - {t.end:,} (in the data section)"),
-        ("in file", f"{file_range} (bytes from the file start)"),
-    ]))
+    rows += [("shard", printable(t.file)),
+             ("offsets", f"{t.begin:,} - {t.end:,} (in the data section)"),
+             ("in file", f"{file_range} (bytes from the file start)")]
+    if t.component != "weights":
+        rows.append(("part of", t.component))
+    return Group(Text(printable(t.name), style="bold"), _kv(rows))
 
 
 def _shard(state: BrowseState, name: str):
     shard = state.shards.get(name)
     if shard is None:
-        return Group(Text(printable(name), style="bold"), Text("Reading the header…"))
-    rows = [("file size", f"{size(shard.size)} ({shard.size:,} B)"
-                          if shard.size is not None else "missing"),
-            ("header", f"{shard.header_bytes:,} bytes" if shard.header_bytes is not None else "?"),
-            ("tensors", f"{len(shard.tensors):,}"),
-            ("params", f"{count(shard.totals.params)} ({shard.totals.params:,})"),
-            ("bytes", f"{size(shard.totals.bytes)} ({shard.totals.bytes:,} B)")]
+        return Group(Text(printable(name), style="bold"), Text("Reading the file…"))
+    rows = [("format", shard.format + (f" ({printable(shard.detail)})" if shard.detail else "")),
+            ("file size", f"{size(shard.size)} ({shard.size:,} B)"
+                          if shard.size is not None else "missing")]
+    if shard.format == "safetensors":
+        rows.append(("header", f"{shard.header_bytes:,} bytes"
+                     if shard.header_bytes is not None else "?"))
+    if shard.tensors or shard.format == "safetensors":
+        rows += [("tensors", f"{len(shard.tensors):,}"),
+                 ("params", f"{count(shard.totals.params)} ({shard.totals.params:,})"),
+                 ("bytes", f"{size(shard.totals.bytes)} ({shard.totals.bytes:,} B)")]
     for k, v in (shard.metadata or {}).items():
         rows.append((printable(f"meta {k}"), printable(v)))
     parts = [Text(printable(name), style="bold"), _kv(rows)]
+    if shard.parts:
+        parts += [Text(""), Text("holds (read by content)", style="bold"),
+                  _kv([(printable(p.path or "(the whole file)"), f"{p.kind}: {printable(p.what)}")
+                       for p in shard.parts])]
     problems = state.shard_problems(name)
     parts += [Text(""), Text("Problems" if problems else "No problems found.", style="bold")]
     if problems:

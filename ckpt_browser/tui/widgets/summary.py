@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.report.text import count, dtype_line, size
 from ckpt_browser.tui.state import BrowseState
 
@@ -20,6 +20,7 @@ def short_path(path: str, room: int) -> str:
 
 
 def _weights_line(state: BrowseState) -> str:
+    """The weights' totals (the other components are counted apart, on the dtype line)."""
     layout = state.layout
     totals = state.totals()
     tensors = totals.tensors if state.loaded else (state.index_tensor_count() or totals.tensors)
@@ -28,7 +29,17 @@ def _weights_line(state: BrowseState) -> str:
     params = count(totals.params) if state.loaded else "…"
     progress = "" if state.loaded else " reading…"
     return (f"{state.total} files · {tensors:,} tensors · {params} params · {size(nbytes)}"
-            f" · headers {state.done}/{state.total}{progress}")
+            f" · read {state.done}/{state.total}{progress}")
+
+
+def _dtypes_line(state: BrowseState) -> str:
+    if not state.shards:
+        return "dtypes: …"
+    line = "dtypes: " + dtype_line(state.totals())
+    others = state.others()
+    if others:
+        line += " · also " + ", ".join(f"{k} {v.tensors:,}" for k, v in others.items())
+    return line
 
 
 def _state_line(state: BrowseState, width: int) -> Text:
@@ -60,14 +71,14 @@ def _state_line(state: BrowseState, width: int) -> Text:
 def summary_text(state: BrowseState, width: int = 80) -> Text:
     layout = state.layout
     text = Text()
-    kind = layout.format if layout.files or state.training is None else state.training.framework
+    kind = layout.format if layout.format != "files" or state.training is None \
+        else state.training.framework
     room = max(20, width - len(kind) - 6)
     text.append(short_path(printable(layout.path), room), style="bold")
     text.append(f"  ({kind})\n")
-    if layout.files:
-        text.append(_weights_line(state))
-        text.append("\n" + ("dtypes: " + dtype_line(state.totals()) if state.shards else "dtypes: …"))
-        text.append("\n")
+    text.append(_weights_line(state))
+    text.append("\n" + _dtypes_line(state))
+    text.append("\n")
     errors = sum(p.severity == "error" for p in state.problems)
     warnings = sum(p.severity == "warning" for p in state.problems)
     if errors or warnings:  # before the state line: the summary may be cut at 6 lines

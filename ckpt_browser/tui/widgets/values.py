@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.widgets import ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from ckpt_browser.report.escape import printable
+from ckpt_browser.escape import printable
 from ckpt_browser.report.text import count
 from ckpt_browser.tui.refs import Ref
 from ckpt_browser.tui.state import BrowseState

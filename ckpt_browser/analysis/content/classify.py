@@ -1,0 +1,153 @@
+"""Find the parts of a pickled file by what they hold (content-signatures.md A.8).
+
+One walk down the object graph: at each node the signatures are tried in order (optimizer,
+scheduler, scaler, RNG, data position, weights); a node that matches becomes a Part and is not
+entered further, except an optimizer, whose loss scaler may sit inside it. Anything else is a
+container to look into: counters are noted on the way. Key names only break ties (EMA copies,
+config records, a disabled scaler's `{}`), never decide alone what a tensor is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ckpt_browser.analysis.content import signatures as sig
+from ckpt_browser.readers.standins import Opaque, TensorRef
+
+MAX_DEPTH = 12
+MAX_ITEMS = 512  # list items looked into (a param_shapes list, an RNG list per device ...)
+
+
+@dataclass(frozen=True)
+class Found:
+    """One recognised part: its kind, where it is, the node itself, and why."""
+
+    kind: str  # weights, ema, optimizer, scheduler, scaler, rng, data, progress, config
+    path: str  # dotted, as readers.torchfile.walk names the tensors under it
+    node: Any
+    what: str
+
+    @property
+    def key(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+
+def classify(obj) -> list[Found]:
+    """Every part of one file's object graph, outermost first."""
+    out: list[Found] = []
+    _visit(obj, "", "", 0, out)
+    return out
+
+
+def _join(path: str, key) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _visit(node, path: str, key: str, depth: int, out: list[Found]) -> None:
+    if depth > MAX_DEPTH:
+        return
+    kind = type(node)
+    if kind is TensorRef:
+        leaf = sig.rng_leaf(node)
+        if leaf:
+            out.append(Found("rng", path, node, f"{leaf} RNG state"))
+        elif node.numel == 1 and node.dtype.startswith(("I", "U")) and sig.counter_kind(key, 1):
+            out.append(Found("progress", path, node, f"{sig.counter_kind(key, 1)} counter"))
+        return
+    if kind is int:
+        counter = sig.counter_kind(key, node)
+        if counter:
+            out.append(Found("progress", path, node, f"{counter} counter"))
+        return
+    if kind in (list, tuple):
+        _sequence(node, path, key, depth, out)
+        return
+    if kind is not dict and kind is not Opaque:
+        if key == "loss_scale" and kind is float:
+            out.append(Found("scaler", path, node, "loss scale"))
+        return
+    f = sig.fields(node)
+    if kind is Opaque and (node.qualname in ("argparse.Namespace", "types.SimpleNamespace")
+                           or node.qualname.endswith(("TrainingArguments", "Config", "Args"))):
+        out.append(Found("config", path, node, node.qualname))
+        return
+    if sig.module_record(node):
+        ema = sig.EMA_NAMES.search(key)
+        out.append(Found("ema" if ema else "weights", path, node,
+                         f"a pickled {node.qualname} module"))
+        return
+    found = _part(f, node, key)
+    if found is not None:
+        out.append(Found(found[0], path, node, found[1]))
+        if found[0] == "optimizer":
+            _scalers_inside(f, path, out)
+        return
+    if sig.CONFIG_NAMES.match(key) and not sig.tensor_count(f):
+        out.append(Found("config", path, node, f"settings ({key})"))
+        return
+    if key == "timestamp" and "epoch" in f and "batch" in f:  # Composer's Timestamp
+        out.append(Found("progress", path, node, "Composer timestamp"))
+        return
+    for k, v in f.items():
+        _visit(v, _join(path, k), str(k), depth + 1, out)
+
+
+def _part(f: dict, node, key: str) -> tuple[str, str] | None:
+    what = sig.optimizer_kind(f)
+    if what:
+        return "optimizer", what
+    what = sig.scheduler_kind(f)
+    if what:
+        return "scheduler", what
+    what = sig.scaler_kind(f, key, node)
+    if what:
+        return "scaler", what
+    kinds = sig.rng_kinds(node)
+    if kinds:
+        return "rng", "RNG state (" + ", ".join(dict.fromkeys(kinds)) + ")"
+    what = sig.data_kind(f, key)
+    if what:
+        return "data", what
+    if sig.state_dict_like(f):
+        return ("ema" if sig.EMA_NAMES.search(key) else "weights"), "a state_dict of tensors"
+    if sig.SCHEDULER_NAMES.match(key) and f and all(
+            type(v) in (int, float, str, bool, list, type(None)) for v in f.values()):
+        return "scheduler", f"LR scheduler state ({key})"
+    return None
+
+
+def _sequence(node, path: str, key: str, depth: int, out: list[Found]) -> None:
+    kinds = sig.rng_kinds(node)
+    if kinds:
+        out.append(Found("rng", path, node, "RNG states (" + ", ".join(dict.fromkeys(kinds))
+                         + ")"))
+        return
+    if sig.scheduler_list(node):
+        out.append(Found("scheduler", path, node, f"{len(node)} LR scheduler state"
+                         f"{'s' if len(node) != 1 else ''}"))
+        return
+    for i, v in enumerate(node[:MAX_ITEMS]):
+        if type(v) in (dict, Opaque, list, tuple, TensorRef):
+            _visit(v, _join(path, i), str(i), depth + 1, out)
+
+
+def _scalers_inside(f: dict, path: str, out: list[Found]) -> None:
+    """A loss scaler kept inside the optimizer's state (DeepSpeed, Megatron, mmengine, fairseq)."""
+    for k, v in f.items():
+        what = sig.scaler_kind(sig.fields(v), str(k), v)
+        if what:
+            out.append(Found("scaler", _join(path, k), v, what))
+        elif k == "loss_scale" and type(v) is float:
+            out.append(Found("scaler", _join(path, k), v, "fairseq loss scale"))
+
+
+def component_at(parts: list[Found], path: str) -> str:
+    """The kind of the innermost part holding `path` ("other" when none does)."""
+    best, depth = "other", -1
+    for p in parts:
+        if p.path == "" or path == p.path or path.startswith(p.path + "."):
+            d = len(p.path)
+            if d > depth:
+                best, depth = p.kind, d
+    return "other" if best == "config" else best

@@ -1,0 +1,159 @@
+"""Give every tensor of a checkpoint its component, and every weight its parameter name.
+
+Pickled files are classified by content (`classify`); DCP keys by the prefixes their writers
+use (torchtitan, HF FSDP, Lightning sharded); safetensors files hold weights. A weight's
+parameter name is its path below the weights' root, with the records of a pickled module
+(`_modules`, `_parameters`, `_buffers`) and a uniform wrapper prefix (`module.` from
+DataParallel / DDP, `_orig_mod.` from torch.compile) taken off: the name the model's own
+`state_dict()` would use, which diff, the module view and the optimizer checks match on.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from ckpt_browser.analysis.content.classify import classify, component_at
+from ckpt_browser.model import FileInfo, Layout, Part
+from ckpt_browser.readers.files import PICKLE_FORMATS
+from ckpt_browser.readers.standins import PickleFile
+
+# DCP keys -> component, first match wins, when the folder's files belong to several components
+DCP_PREFIXES = (
+    ("model.", "weights"), ("model0.", "weights"), ("optimizer.", "optimizer"),
+    ("optimizer_0.", "optimizer"), ("optim.", "optimizer"), ("lr_scheduler.", "scheduler"),
+    ("scheduler.", "scheduler"), ("dataloader.", "data"), ("train_state.", "progress"),
+    ("rng_state", "rng"), ("opt_param_scheduler.", "scheduler"),
+)
+WRAPPERS = ("module.", "_orig_mod.", "_fsdp_wrapped_module.")
+MODULE_RECORDS = frozenset({"_modules", "_parameters", "_buffers"})
+
+
+def tag_files(layout: Layout, files: list[FileInfo]) -> list[FileInfo]:
+    return [tag_file(layout, f) for f in files]
+
+
+def tag_file(layout: Layout, f: FileInfo) -> FileInfo:
+    if f.format in PICKLE_FORMATS and isinstance(f.source, PickleFile) and f.source.obj is not None:
+        found = classify(f.source.obj)
+        tensors = tuple(t._replace(component=component_at(found, t.name)) for t in f.tensors)
+        shapes = zero3_shapes(f.source.obj)
+        if shapes:
+            tensors = _unplaceholder(f.name, tensors, shapes)
+        return replace(f, tensors=tensors, parts=tuple(Part(p.kind, p.path, p.what)
+                                                       for p in found))
+    if f.format == "safetensors" and layout.index is not None and f.name not in layout.shards:
+        # beside an index that does not name it: loaders skip it, so it is not the weights
+        return replace(f, tensors=tuple(t._replace(component="other") for t in f.tensors))
+    if f.format == "dcp-metadata":
+        owner = _dcp_owner(layout, f.name)
+        return replace(f, tensors=tuple(t._replace(component=owner or dcp_component(t.name))
+                                        for t in f.tensors))
+    return f
+
+
+def zero3_shapes(obj) -> dict[str, tuple[int, ...]]:
+    """DeepSpeed ZeRO-3 model states: the real shape of every parameter, by name, from
+    param_shapes (a dict per param group) and frozen_param_shapes."""
+    from ckpt_browser.analysis.content.signatures import fields
+
+    top = fields(obj)
+    if "module" not in top or "param_shapes" not in top:
+        return {}
+    groups = top.get("param_shapes")
+    groups = groups if isinstance(groups, list) else [groups]
+    out: dict[str, tuple[int, ...]] = {}
+    for g in [*groups, top.get("frozen_param_shapes")]:
+        for name, shape in fields(g).items():
+            if type(shape) in (tuple, list) and all(type(d) is int and d >= 0 for d in shape):
+                out[str(name)] = tuple(shape)
+    return out
+
+
+def _unplaceholder(name: str, tensors, shapes: dict) -> tuple:
+    """ZeRO-3 saves 0-element placeholders in `module`: show each parameter at its real shape
+    (its bytes are in the optimizer shards, so it is not located here). Every rank's file holds
+    the same placeholders; the weights are counted once, in rank 0's."""
+    from ckpt_browser.readers.pickle_safe import ITEMSIZE
+
+    first = "zero_pp_rank_0_" in os.path.basename(name) or "zero_pp_rank_" not in name
+    out = []
+    for t in tensors:
+        real = shapes.get(t.name.removeprefix("module."))
+        if t.numel == 0 and t.name.startswith("module.") and real is not None:
+            numel = 1
+            for d in real:
+                numel *= d
+            t = t._replace(shape=real, numel=numel, begin=0, end=numel * ITEMSIZE.get(t.dtype, 1),
+                           located=False, component=t.component if first else "other")
+        out.append(t)
+    return tuple(out)
+
+
+def _dcp_owner(layout: Layout, meta: str) -> str | None:
+    """The one component the names give a DCP folder (HF FSDP's pytorch_model_fsdp_0/ holds
+    weights, optimizer_0/ the optimizer), else None: split by key."""
+    det = layout.detection
+    if det is None:
+        return None
+    owners = {role for role, files in det.roles.items() if meta in files and role != "other"}
+    return owners.pop() if len(owners) == 1 else None
+
+
+def dcp_component(key: str) -> str:
+    for prefix, kind in DCP_PREFIXES:
+        if key.startswith(prefix):
+            return kind
+    return "weights"  # torchtitan and plain DCP keep model FQNs at the top level
+
+
+def param_name(path: str, root: str, prefix: str = "") -> str:
+    """A weight's name as the model's state_dict() has it: below `root`, without the records
+    of a pickled module and without the uniform wrapper `prefix`."""
+    name = path[len(root) + 1:] if root and path.startswith(root + ".") else path
+    if "_" in name:
+        name = ".".join(s for s in name.split(".") if s not in MODULE_RECORDS)
+    return name[len(prefix):] if prefix and name.startswith(prefix) else name
+
+
+def wrapper_prefix(names) -> str:
+    """`module.`, `_orig_mod.` (or both, nested) when every name carries it."""
+    names = [n for n in names if n != "n_averaged"]  # AveragedModel's counter sits beside
+    prefix = ""
+    while names:
+        head = next((w for w in WRAPPERS if all(n.startswith(prefix + w) for n in names)), None)
+        if head is None:
+            break
+        prefix += head
+    return prefix
+
+
+def weight_roots(f: FileInfo) -> list[Part]:
+    """The weights (and EMA) parts of a file; a safetensors file is one, at its root."""
+    if f.format in ("safetensors", "dcp-metadata"):
+        return [Part("weights", "", "")]
+    return [p for p in f.parts if p.kind in ("weights", "ema")]
+
+
+def part_weights(f: FileInfo, part: Part) -> list[tuple[str, object]]:
+    """(parameter name, tensor) for the tensors of one weights part of a file."""
+    if f.format == "dcp-metadata":
+        inside = [t for t in f.tensors if t.component == "weights"]
+    else:
+        inside = [t for t in f.tensors if t.component == part.kind and _under(t.name, part.path)]
+    names = [param_name(t.name, part.path) for t in inside]
+    prefix = wrapper_prefix(names)
+    return [(n[len(prefix):] if prefix else n, t) for n, t in zip(names, inside)]
+
+
+def named_weights(f: FileInfo, kinds=("weights",)) -> list[tuple[str, object]]:
+    """(parameter name, tensor) for every weight of one file."""
+    return [x for part in weight_roots(f) if part.kind in kinds for x in part_weights(f, part)]
+
+
+def _under(name: str, root: str) -> bool:
+    return not root or name == root or name.startswith(root + ".")
+
+
+def folder_of(name: str) -> str:
+    return os.path.dirname(name)

@@ -1,0 +1,148 @@
+"""A folder of several checkpoints of one run, found by names or by content, newest first.
+
+By names: the frameworks' step folders and files (readers.timeline: checkpoint-N, step-N,
+epoch=E-step=S.ckpt ...). By content: a folder of single-file checkpoints of one run
+(`ckpt_epoch1.pt`, `checkpoint-3.pth.tar`, torchvision's `model_5.pth` beside `checkpoint.pth`),
+files whose weights have the same names, ordered by the steps and epochs their contents
+record; or a folder whose sub-folders are checkpoints (DCP saves, weights folders) under any
+names. Reading the pickles to decide costs no tensor bytes, and the one opened next is not
+read again (readers.torchfile remembers the last few).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from ckpt_browser.analysis.content.classify import classify
+from ckpt_browser.analysis.content.projects import fingerprint
+from ckpt_browser.analysis.content.signatures import counter_kind
+from ckpt_browser.analysis.content.tag import param_name, wrapper_prefix
+from ckpt_browser.model import natural_key
+from ckpt_browser.readers.files import head_of, sniff
+from ckpt_browser.readers.standins import TensorRef
+from ckpt_browser.readers.timeline import TimelineEntry, find_checkpoints, is_timeline
+
+MAX_FILES = 256  # files looked into in one folder; a run folder holds a few dozen
+
+
+def is_run(path: str) -> bool:
+    return bool(run_entries(path))
+
+
+def run_entries(path: str) -> list[TimelineEntry]:
+    """The checkpoints in a folder of checkpoints, newest first; [] when `path` is one
+    checkpoint (or not a folder)."""
+    if not os.path.isdir(path):
+        return []
+    if is_timeline(path):
+        return find_checkpoints(path)
+    return _by_content(path)
+
+
+def _by_content(folder: str) -> list[TimelineEntry]:
+    try:
+        names = sorted(os.listdir(folder), key=natural_key)
+    except OSError:
+        return []
+    files = [n for n in names if os.path.isfile(os.path.join(folder, n))]
+    torch = [n for n in files if _kind(os.path.join(folder, n)) in ("zip", "torch-legacy",
+                                                                     "pickle")]
+    if len(torch) >= 2:
+        return _single_files(folder, torch[:MAX_FILES])
+    if any(_kind(os.path.join(folder, n)) == "safetensors" for n in files) or torch:
+        return []  # the folder is one checkpoint
+    subs = [n for n in names if not n.startswith(".") and _checkpoint_folder(folder, n)]
+    if len(subs) < 2:
+        return []
+    from ckpt_browser.readers.frameworks import detect
+
+    entries = [_entry(os.path.join(folder, n), n, None, "folder") for n in subs]
+    return _newest_first([replace(e, format=detect(e.path).framework)
+                          for e in entries if e is not None])
+
+
+def _kind(path: str) -> str:
+    try:
+        return sniff(head_of(path)[0])
+    except OSError:
+        return "unreadable"
+
+
+def _checkpoint_folder(folder: str, name: str) -> bool:
+    path = os.path.join(folder, name)
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    try:
+        inner = os.listdir(path)
+    except OSError:
+        return False
+    return ".metadata" in inner or any(n.endswith((".safetensors", ".index.json", ".distcp"))
+                                       for n in inner)
+
+
+def _single_files(folder: str, names: list[str]) -> list[TimelineEntry]:
+    """The files whose weights have the same names: the checkpoints of one run (a sharded
+    model's files hold different names, one component per file holds no weights)."""
+    from ckpt_browser.readers.torchfile import read_pickle_file
+
+    groups: dict[frozenset, list[tuple[str, int | None, int | None, str]]] = {}
+    for name in names:
+        pf = read_pickle_file(os.path.join(folder, name), name)
+        if pf.obj is None or pf.unsafe:
+            continue
+        parts = classify(pf.obj)
+        weights = [p for p in parts if p.kind in ("weights", "ema")]
+        if not any(p.kind == "weights" for p in weights):
+            continue
+        root = next(p for p in weights if p.kind == "weights")
+        keys = [param_name(path, root.path) for path, t in pf.tensors
+                if not root.path or path.startswith(root.path + ".")]
+        prefix = wrapper_prefix(keys)
+        step, epoch = _counters(pf, parts)
+        project = fingerprint(pf.obj)
+        groups.setdefault(frozenset(k[len(prefix):] for k in keys), []).append(
+            (name, step, epoch, project.name if project else "torch"))
+    best = max(groups.values(), key=len, default=[])
+    if len(best) < 2:
+        return []
+    entries = []
+    for name, step, epoch, fmt in best:
+        counter = step if step is not None else epoch
+        kind = "file" if step is not None or epoch is None else "epoch_N"
+        e = _entry(os.path.join(folder, name), name, counter, kind)
+        if e is not None:
+            entries.append(replace(e, format=fmt))
+    return _newest_first(entries)
+
+
+def _counters(pf, parts) -> tuple[int | None, int | None]:
+    step = epoch = None
+    for p in parts:
+        if p.kind != "progress":
+            continue
+        v = p.node
+        if type(v) is TensorRef:
+            continue  # a 0-d tensor counter: its value is in the tensor bytes
+        kind = counter_kind(p.key, v)
+        if kind == "step" and step is None:
+            step = v
+        elif kind == "epoch" and epoch is None:
+            epoch = v
+    return step, epoch
+
+
+def _entry(path: str, name: str, step: int | None, kind: str) -> TimelineEntry | None:
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        return None
+    return TimelineEntry(path, name, step, mtime, kind, "")
+
+
+def _newest_first(entries: list[TimelineEntry]) -> list[TimelineEntry]:
+    """Highest counter first; at the same counter a mid-epoch save (timm's recovery-E-B)
+    before the end of that epoch, then the latest write."""
+    return sorted(entries, key=lambda e: (e.step if e.step is not None else -1,
+                                          not e.name.startswith("recovery-"), e.mtime,
+                                          natural_key(e.name)), reverse=True)

@@ -1,0 +1,155 @@
+"""Read any file of a checkpoint as what its content is, whatever its name says.
+
+`sniff` looks at the first bytes; `read_file` hands the file to the reader for that format
+and returns a FileInfo: safetensors header, torch zip / TorchScript / torch.export archive,
+legacy torch file or plain pickle (restricted unpickler, never run), JSON (only noted: the
+analysis parses the ones it needs) or other. A name that claims a format the content does not
+have is a problem, not a guide.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from ckpt_browser.model import ERROR, WARNING, FileInfo, Problem, TensorInfo
+from ckpt_browser.readers.regular import missing_reason, open_regular
+from ckpt_browser.readers.safetensors import MAX_HEADER, read_header
+
+HEAD = 64
+LEGACY_MAGIC_OPS = b"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
+TORCH_NAMES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".tar", ".pt2", ".distcp")
+PICKLE_FORMATS = ("torch-zip", "torch-legacy", "pickle", "torchscript", "export")
+NOT_A_CHECKPOINT = ("neither safetensors, a torch zip, a legacy torch file, a pickle nor JSON")
+
+
+def sniff(head: bytes) -> str:
+    """"safetensors", "zip", "torch-legacy", "pickle", "json" or "other", from the first bytes."""
+    if head.startswith(b"PK\x03\x04"):
+        return "zip"
+    if head[:1] == b"\x80":
+        if LEGACY_MAGIC_OPS in head[:40]:
+            return "torch-legacy"
+        if len(head) > 1 and 2 <= head[1] <= 5:
+            return "pickle"
+    if len(head) >= 10:
+        (n,) = struct.unpack("<Q", head[:8])
+        if 2 <= n <= MAX_HEADER and head[8:].lstrip(b" ")[:1] == b"{":
+            return "safetensors"
+    text = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+    if text in (b"{", b"["):
+        return "json"
+    return "other"
+
+
+def claimed(name: str) -> str | None:
+    """The format a file's name claims, if any."""
+    if name.endswith(".safetensors"):
+        return "safetensors"
+    if name.endswith(".json"):
+        return "json"
+    if name.endswith(TORCH_NAMES):
+        return "torch"
+    return None
+
+
+def head_of(path: str) -> tuple[bytes, int]:
+    with open_regular(path) as f:
+        return f.read(HEAD), os.fstat(f.fileno()).st_size
+
+
+def read_file(root: str, name: str, shard: bool = False) -> FileInfo:
+    """One file as what it holds. `shard`: the index or the layout expects safetensors, so
+    the header reader goes first (no extra read for a healthy shard)."""
+    path = os.path.join(root, name)
+    if shard or name.endswith(".safetensors"):
+        info = read_header(path, name)
+        if info.header_bytes is not None or info.size is None:
+            return info
+        try:
+            kind = sniff(head_of(path)[0])
+        except OSError:
+            return info
+        if kind in ("safetensors", "other"):
+            return info  # the header reader's words say what is wrong
+        return _with(_read(root, name, path), name, Problem(
+            WARNING, name, f"named like a safetensors file, but it is {_a(kind)}; read as that"))
+    return _read(root, name, path)
+
+
+def _read(root: str, name: str, path: str) -> FileInfo:
+    try:
+        head, size = head_of(path)
+    except FileNotFoundError:
+        return _failed(name, path, None, missing_reason(path))
+    except IsADirectoryError:
+        return _failed(name, path, None, "is a folder, not a file")
+    except PermissionError:
+        return _failed(name, path, None, "cannot read the file: permission denied")
+    except OSError as e:
+        return _failed(name, path, None, f"cannot read the file: {e.strerror or e}")
+    kind = sniff(head)
+    if kind == "other" and claimed(name) == "torch" and head[:1] in (b"(", b"}", b"]", b"c"):
+        kind = "pickle"  # protocol 0 and 1 pickles have no header; the unpickler decides
+    if kind == "safetensors":
+        return read_header(path, name)
+    if kind in ("zip", "torch-legacy", "pickle"):
+        return pickle_info(path, name)
+    if kind == "json":
+        return FileInfo(name, path, size, format="json", detail="JSON")
+    problems = ()
+    claim = claimed(name)
+    if claim in ("torch", "json") and size:
+        what = "a torch file" if claim == "torch" else "a JSON file"
+        problems = (Problem(ERROR, name, f"named like {what}, but its {size:,} bytes are "
+                            f"{NOT_A_CHECKPOINT}"),)
+    elif claim == "torch":
+        problems = (Problem(ERROR, name, "empty file: not a torch file or pickle"),)
+    return FileInfo(name, path, size, format="other", problems=problems,
+                    detail="empty" if not size else "")
+
+
+def pickle_info(path: str, name: str) -> FileInfo:
+    """A torch or pickle file through the restricted reader; tensors get their byte ranges.
+    Their component is decided later, by the content analysis ("other" until then)."""
+    from ckpt_browser.readers.torchfile import read_pickle_file, tensor_bytes
+
+    pf = read_pickle_file(path, name)
+    rows = []
+    for key, t in pf.tensors:
+        nbytes, where = tensor_bytes(pf, t)
+        begin, end = where if where is not None else (0, nbytes)
+        rows.append(TensorInfo(key, t.dtype, t.shape, name, begin, end, t.numel, "other",
+                               where is not None))
+    fmt = pf.kind if pf.obj is not None or pf.kind != "pickle" else _failed_format(pf)
+    return FileInfo(name, path, pf.size, tensors=tuple(rows), problems=pf.problems, format=fmt,
+                    source=pf)
+
+
+def _failed_format(pf) -> str:
+    """A plain pickle that could not be read at all: "other" when nothing says it was one."""
+    return "pickle" if pf.problems and "not a torch file or pickle" not in \
+        pf.problems[0].message else "other"
+
+
+def _a(kind: str) -> str:
+    return {"zip": "a zip (torch.save)", "torch-legacy": "a legacy torch file",
+            "pickle": "a pickle", "json": "JSON"}.get(kind, kind)
+
+
+def _with(info: FileInfo, name: str, problem: Problem) -> FileInfo:
+    from dataclasses import replace
+
+    return replace(info, problems=(problem,) + info.problems)
+
+
+def _failed(name: str, path: str, size, message: str) -> FileInfo:
+    return FileInfo(name, path, size, format=_guess(name), problems=(Problem(ERROR, name, message),))
+
+
+def _guess(name: str) -> str:
+    """The format of a file that cannot be read: what its name suggests."""
+    claim = claimed(name)
+    if claim == "torch":
+        return "dcp-rank" if name.endswith(".distcp") else "torch-zip"
+    return claim or "other"

@@ -277,6 +277,7 @@ class TrainingState:
     # file -> tensor path -> component, for every file that is not safetensors
     kinds: dict[str, dict[str, str]] = field(default_factory=dict)
     project: str = ""  # who wrote a single-file checkpoint, for people ("nanoGPT (train.py)")
+    parts: dict[str, tuple[Part, ...]] = field(default_factory=dict)  # file -> what it holds
 
 
 VERDICTS = ("exact", "inexact", "weights-only", "broken")

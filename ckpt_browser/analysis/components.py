@@ -79,7 +79,7 @@ def training_state(source) -> TrainingState:
              for f in ckpt.files if f.format != "safetensors" and f.tensors}
     return TrainingState(found.framework or det.framework, step, epoch, found.ranks, comps,
                          tuple(fs.read), tuple(dict.fromkeys(problems)), det.root, kinds,
-                         found.project)
+                         found.project, {f.name: f.parts for f in ckpt.files if f.parts})
 
 
 def _detection(ckpt: Checkpoint) -> Detection:

@@ -1,7 +1,7 @@
 """Mirror a remote checkpoint's structure into the cache: names, sizes, and only needed bytes.
 
-Per file, by what the readers will read:
-- `*.safetensors`: one speculative read of the first 128 KiB, and a second only when the
+Per file, by what the readers will read (decided by the first bytes, as the readers do):
+- a safetensors file: one speculative read of the first 128 KiB, and a second only when the
   header is longer;
 - a file of 16 MiB or less (JSON, markers, DCP `.metadata`, small torch files): whole;
 - a larger torch zip: its head, its end record and central directory, data.pkl, and each
@@ -24,6 +24,7 @@ import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from ckpt_browser.readers.files import sniff
 from ckpt_browser.readers.pickle_safe import MAX_PICKLE_BYTES
 from ckpt_browser.readers.torchfile import MAX_CENTRAL_DIRECTORY
 from ckpt_browser.remote import register
@@ -41,7 +42,6 @@ MAX_ZIP_RANGES = 100_000
 MAX_ZIP_BYTES = 256 * 2**20  # data.pkl and the other small records of one zip, together
 COALESCE = 64 * 1024
 MAX_DCP_BYTES = 64 * 2**20
-TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".tar", ".zip")
 MANIFEST = ".ckpt-browser-mirror.json"
 
 
@@ -189,7 +189,8 @@ class _Mirror:
         self._write(name, 0, head)
         if len(head) < size <= SMALL and not name.endswith(".safetensors"):
             self._write(name, len(head), self._read(name, len(head), size, size)[0])
-        elif name.endswith(".safetensors") and len(head) >= 8:
+        elif (name.endswith(".safetensors") or sniff(head) == "safetensors") and len(head) >= 8:
+            # a safetensors file by its content, whatever its name: the rest of its header
             need = 8 + int.from_bytes(head[:8], "little")
             if len(head) < need <= min(size, 8 + MAX_HEADER):
                 more = self._read(name, len(head), need, size)[0]

@@ -22,8 +22,8 @@ def row_doc(r: Row) -> dict:
            "bitwise_equal": v.bitwise_equal if v else None}
     if v is not None and v.nonfinite_mismatch:
         doc["nonfinite_mismatch"] = v.nonfinite_mismatch
-    if r.a is not None and r.b is not None and r.a.name != r.b.name:
-        doc["names"] = {"a": r.a.name, "b": r.b.name}
+    if any(side is not None and side.name != r.name for side in (r.a, r.b)):
+        doc["names"] = {"a": r.a.name if r.a else None, "b": r.b.name if r.b else None}
     if r.error:
         doc["error"] = r.error
     return doc

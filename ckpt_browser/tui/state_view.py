@@ -90,7 +90,17 @@ def file_items(training: TrainingState, ref: Ref) -> list[Item]:
                 seen.add(id(f))
                 files.append(f)
     items = []
+    kind = ref.component.kind if ref.component is not None else None
     for f in files:
+        parts = [p for p in training.parts.get(file_name(f), ()) if p.kind == kind and p.path]
+        node = _at(f.obj, parts[0].path) if isinstance(f, PickleFile) and len(parts) == 1 else None
+        if node is not None:  # the part that holds this component, not the whole file
+            label = Text.assemble((printable(parts[0].path), "bold"),
+                                  (f"  in {printable(file_name(f))}: {printable(parts[0].what)}",
+                                   "dim"))
+            items.append(Item(label, Ref("value", file=f, path=parts[0].path, value=node,
+                                         component=ref.component), True))
+            continue
         label = Text(printable(file_name(f)), style="bold")
         if isinstance(f, PickleFile):
             if f.unsafe:
@@ -101,6 +111,20 @@ def file_items(training: TrainingState, ref: Ref) -> list[Item]:
         items.append(Item(label, Ref("file", file=f, component=ref.component),
                           isinstance(f, (PickleFile, DcpCheckpoint))))
     return items
+
+
+def _at(obj, path: str):
+    """The value at a dotted path (as readers.torchfile.walk names it); None if not found.
+    A key may hold dots itself: the longest key that matches is taken."""
+    node, rest = obj, path
+    while rest:
+        kids = dict(_children(node))
+        key = next((k for k in sorted(kids, key=len, reverse=True)
+                    if rest == k or rest.startswith(k + ".")), None)
+        if key is None:
+            return None
+        node, rest = kids[key], rest[len(key) + 1:]
+    return node
 
 
 def _children(value) -> list[tuple[str, object]]:
@@ -136,9 +160,12 @@ def _summary(value) -> tuple[str, str]:
     return (text if len(text) <= 60 else text[:57] + "…"), ""
 
 
-def value_label(key: str, value) -> Text:
+def value_label(key: str, value, note: str = "") -> Text:
     text, style = _summary(value)
-    return Text.assemble((printable(key), "bold"), "  ", (printable(text), style))
+    label = Text.assemble((printable(key), "bold"), "  ", (printable(text), style))
+    if note:
+        label.append(f"  {printable(note)}", style="italic")
+    return label
 
 
 def _leaves(value, prefix: str):
@@ -151,21 +178,37 @@ def _leaves(value, prefix: str):
         yield from _leaves(child, f"{prefix}.{key}" if prefix else key)
 
 
-def value_items(file, path: str, value, pattern: str = "") -> list[Item]:
+def value_items(file, path: str, value, pattern: str = "", component=None) -> list[Item]:
     if pattern and not path:  # filtering: a flat list of matching leaves
         match = name_matcher(pattern)
         pairs = [(p, v) for p, v in _leaves(value, "") if match(p)]
     else:
         pairs = [(f"{path}.{k}" if path else k, v) for k, v in _children(value)]
+    names = _param_names(component, file, path)
     items = []
     for full, child in pairs[:MAX_CHILDREN]:
         key = full if pattern and not path else full.rsplit(".", 1)[-1]
-        items.append(Item(value_label(key, child), Ref("value", file=file, path=full, value=child),
+        note = names.get(key, "") if names else ""
+        items.append(Item(value_label(key, child, note),
+                          Ref("value", file=file, path=full, value=child, component=component),
                           bool(_children(child))))
     if len(pairs) > MAX_CHILDREN:
         items.append(Item(Text(f"… {len(pairs) - MAX_CHILDREN:,} more", style="dim"),
                           Ref("more"), False))
     return items
+
+
+def _param_names(component, file, path: str) -> dict[str, str]:
+    """Under an optimizer's `state`, each id's parameter name, where the order made it
+    certain (analysis.content.mapping)."""
+    if component is None or component.kind != "optimizer":
+        return {}
+    facts = component.facts
+    names = facts.get("param_names") or {}
+    state = f"{facts['path']}.state" if facts.get("path") else "state"
+    if not names or path != state or file_name(file) != facts.get("file"):
+        return {}
+    return names
 
 
 def dcp_items(dcp: DcpCheckpoint, pattern: str = "", training: TrainingState | None = None,
@@ -206,10 +249,10 @@ def children(training: TrainingState, ref: Ref, pattern: str = "") -> list[Item]
             return dcp_items(ref.file, pattern, training,
                              ref.component.kind if ref.component else None)
         if isinstance(ref.file, PickleFile):
-            return value_items(ref.file, "", ref.file.obj, pattern)
+            return value_items(ref.file, "", ref.file.obj, pattern, ref.component)
         return []
     if ref.kind == "dcp-entry":
         return chunk_items(ref.file, ref.value)
     if ref.kind == "value":
-        return value_items(ref.file, ref.path, ref.value)
+        return value_items(ref.file, ref.path, ref.value, component=ref.component)
     return []

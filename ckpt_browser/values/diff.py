@@ -116,7 +116,11 @@ def _named(locs: list[TensorLoc], strip: str, opts: Options, notes: list[str],
     for loc in locs:
         if opts.weights_only and loc.component not in ("weights", None):
             continue
-        name = loc.name[len(strip):] if strip and loc.name.startswith(strip) else loc.name
+        name = loc.key or loc.name  # a weight by its parameter name, anything else by its part
+        if strip and name.startswith(strip):
+            name = name[len(strip):]
+        elif strip and loc.name.startswith(strip):
+            name = loc.name[len(strip):]
         if opts.include and not any(fnmatch.fnmatchcase(name, g) for g in opts.include):
             continue
         if any(fnmatch.fnmatchcase(name, g) for g in opts.exclude):

@@ -34,6 +34,7 @@ class TensorLoc:
     stride: tuple[int, ...] | None = None  # a torch view that is not contiguous; pieces[0] is
     #                                       its whole storage from the view's first element
     problem: str | None = None  # why the bytes cannot be read; pieces is then empty
+    key: str = ""  # the name a diff pairs it by (analysis.content.tag.match_keys), else name
 
     @property
     def numel(self) -> int:
@@ -76,14 +77,18 @@ def safetensors_locs(ckpt: Checkpoint) -> list[TensorLoc]:
 
 def state_locs(ckpt: Checkpoint) -> list[TensorLoc]:
     """Tensors of every torch file and DCP folder of the checkpoint."""
+    from dataclasses import replace
+
+    from ckpt_browser.analysis.content.tag import match_keys
     from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile
 
     out = []
     for f in ckpt.files:
         kinds = {t.name: t.component for t in f.tensors}
         if isinstance(f.source, PickleFile):
-            out.extend(_pickle_locs(ckpt.layout.root, f.source, kinds,
-                                    {t.name: t for t in f.tensors if not t.located}))
+            keys = match_keys(f)
+            out.extend(replace(loc, key=keys.get(loc.name, "")) for loc in _pickle_locs(
+                ckpt.layout.root, f.source, kinds, {t.name: t for t in f.tensors if not t.located}))
         elif isinstance(f.source, DcpCheckpoint):
             d = f.source
             folder = os.path.join(ckpt.layout.root, d.folder)

@@ -157,3 +157,24 @@ def _under(name: str, root: str) -> bool:
 
 def folder_of(name: str) -> str:
     return os.path.dirname(name)
+
+
+def match_keys(f: FileInfo) -> dict[str, str]:
+    """tensor name -> the name a diff pairs it by: a weight's parameter name; any other
+    tensor's path below the part that holds it, so that optimizer_state_dict.state.0.exp_avg
+    (the tutorial) and opt.state.0.exp_avg (a custom loop) pair. A kind with two parts in one
+    file (two optimizers) keeps its full names."""
+    if f.format not in PICKLE_FORMATS or not f.parts:
+        return {}
+    keys = {t.name: n for n, t in named_weights(f)}
+    kinds = [p.kind for p in f.parts]
+    parts = [p for p in f.parts if p.path and p.kind not in ("weights", "ema", "config")
+             and kinds.count(p.kind) == 1]
+    for t in f.tensors:
+        if t.name in keys:
+            continue
+        inside = [p for p in parts if t.name.startswith(p.path + ".")]
+        if inside:
+            root = max(inside, key=lambda p: len(p.path)).path
+            keys[t.name] = t.name[len(root) + 1:]
+    return keys

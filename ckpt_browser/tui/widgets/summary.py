@@ -28,7 +28,8 @@ def _weights_line(state: BrowseState) -> str:
         else layout.index.total_size
     params = count(totals.params) if state.loaded else "…"
     progress = "" if state.loaded else " reading…"
-    return (f"{state.total} files · {tensors:,} tensors · {params} params · {size(nbytes)}"
+    files = f"{state.total} file{'s' if state.total != 1 else ''}"
+    return (f"{files} · {tensors:,} tensors · {params} params · {size(nbytes)}"
             f" · read {state.done}/{state.total}{progress}")
 
 

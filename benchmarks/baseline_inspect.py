@@ -3,7 +3,8 @@
 Usage: python benchmarks/baseline_inspect.py PATH
 
 Reads the index and each shard's header with plain json.loads and prints the
-same JSON report, with no validation. It is the floor the real CLI is timed against.
+same JSON report (every file of the folder with its format, every tensor with its component),
+with no validation. It is the floor the real CLI is timed against.
 """
 
 import json
@@ -35,14 +36,26 @@ def main(path):
             d["params"] += params
             d["bytes"] += end - begin
             tensors.append({"name": tname, "dtype": t["dtype"], "shape": t["shape"],
-                            "nbytes": end - begin, "file": name, "offsets": [begin, end]})
-        files.append({"path": name, "size": size, "header_bytes": n,
+                            "nbytes": end - begin, "file": name, "offsets": [begin, end],
+                            "component": "weights"})
+        files.append({"path": name, "format": "safetensors", "size": size, "header_bytes": n,
                       "tensors": len(rows), "error": None})
+    # the other files of the folder (config.json, the index) are listed with their format
+    shards = set(weight_map.values())
+    for name in os.listdir(path):
+        if name not in shards and not name.startswith("."):
+            with open(os.path.join(path, name), "rb") as f:
+                head = f.read(1)
+            files.append({"path": name, "format": "json" if head == b"{" else "other",
+                          "size": os.path.getsize(os.path.join(path, name)),
+                          "header_bytes": None, "tensors": 0, "error": None})
+    files.sort(key=lambda f: f["path"])
     by_dtype = dict(sorted(by_dtype.items()))
     totals = {"tensors": len(tensors),
               "params": sum(d["params"] for d in by_dtype.values()),
               "bytes": sum(d["bytes"] for d in by_dtype.values()),
               "by_dtype": by_dtype}
+    totals["by_component"] = {"weights": {k: totals[k] for k in ("tensors", "params", "bytes")}}
     report = {"path": path, "format": "safetensors-index", "files": files,
               "tensors": tensors, "totals": totals, "problems": []}
     sys.stdout.write(json.dumps(report) + "\n")

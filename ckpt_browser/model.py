@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import itemgetter
 from typing import NamedTuple
 
 # safetensors dtype -> bits per element (catalog section 7: all 22 strings).
@@ -57,6 +58,9 @@ class TensorInfo(NamedTuple):
     @property
     def nbytes(self) -> int:
         return self.end - self.begin
+
+
+_COMPONENT = itemgetter(7)  # TensorInfo.component
 
 
 class DtypeTotal(NamedTuple):
@@ -148,7 +152,7 @@ class FileInfo:
 
     @cached_property
     def all_weights(self) -> bool:
-        return all(t.component == "weights" for t in self.tensors)
+        return set(map(_COMPONENT, self.tensors)) <= {"weights"}  # C speed: 94,000 tensors
 
 
 @dataclass(frozen=True)

@@ -229,14 +229,15 @@ def part_questions(ckpt: Checkpoint, rng: random.Random, n: int) -> list[Questio
         right = PART_WORDS[p.kind]
         why = (f"{p.path} in {f.name} is {p.what}: that is {right[0]}.",
                f"{p.path} trong {f.name} là {p.what}: đó là {right[1]}.")
-        wrong = [Opt(en, f"Not {en}: its content is {p.what}.",
-                     f"Không phải {vi}: nội dung của nó là {p.what}.")
+        wrong = [Opt(k, f"Not {k} ({en}): its content is {p.what}.",
+                     f"Không phải {k} ({vi}): nội dung của nó là {p.what}.")
                  for k, (en, vi) in PART_WORDS.items() if k != p.kind]
         rng.shuffle(wrong)
         out.append(make(f"gen-part-{f.name}:{p.path}", "verify",
-                        (f"What does {p.path} in {f.name} hold?",
-                         f"{p.path} trong {f.name} chứa gì?"), why,
-                        Opt(right[0], f"Right: {why[0]}", f"Đúng: {why[1]}"), wrong, rng))
+                        (f"What does {p.path} in {f.name} hold, read by its content (not its "
+                         "name)?", f"Đọc theo nội dung (không theo tên), {p.path} trong {f.name} "
+                         "chứa gì?"), why,
+                        Opt(p.kind, f"Right: {why[0]}", f"Đúng: {why[1]}"), wrong, rng))
     return out
 
 

@@ -118,3 +118,52 @@ async def test_timeline_opens_newest_and_switches_checkpoint(monkeypatch):
         assert isinstance(app.screen, TimelineScreen)
         await pilot.press("escape")
         assert app.state.layout.path.endswith("checkpoint-2")
+
+
+async def open_optimizer_state(pilot, app):
+    """t, then optimizer -> its part -> state, opened; returns (part node, state node)."""
+    await loaded(app, pilot)
+    await pilot.press("t", "down", "right", "down")
+    tree = app.query_one(CheckpointTree)
+    part = tree.cursor_node
+    await pilot.press("right", "down", "right")
+    return part, tree.cursor_node
+
+
+async def test_each_optimizer_id_is_named_when_the_order_makes_it_certain(monkeypatch):
+    """The tutorial's SGD was built from model.parameters(): id i is the i-th parameter of the
+    state dict. The optimizer component opens at its key, not at the whole file."""
+    import torch
+
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    path = SAMPLES / "projects" / "tutorial" / "model.pt"
+    saved = torch.load(path, weights_only=True)
+    names = list(saved["model_state_dict"])  # the Net has no buffers
+    assert saved["optimizer_state_dict"]["param_groups"][0]["params"] == list(range(len(names)))
+    app = make_app(open_layout(str(path)))
+    async with app.run_test(size=(100, 30)) as pilot:
+        part, state = await open_optimizer_state(pilot, app)
+        assert part.data.path == "optimizer_state_dict" and "in model.pt" in str(part.label)
+        assert state.data.path == "optimizer_state_dict.state"
+        for child in state.children:
+            pid = int(child.data.path.rsplit(".", 1)[-1])
+            assert str(child.label).endswith(names[pid]), str(child.label)
+
+
+async def test_optimizer_ids_stay_unnamed_when_the_groups_reorder_them(monkeypatch):
+    """nanoGPT's configure_optimizers puts the 2-D weights in one group and the rest in
+    another, so id order is not the state dict's: no name is guessed."""
+    import torch
+
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    path = SAMPLES / "projects" / "nanogpt" / "ckpt.pt"
+    groups = torch.load(path, weights_only=True)["optimizer"]["param_groups"]
+    assert len(groups) == 2
+    app = make_app(open_layout(str(path)))
+    async with app.run_test(size=(100, 30)) as pilot:
+        part, state = await open_optimizer_state(pilot, app)
+        assert part.data.path == "optimizer" and state.data.path == "optimizer.state"
+        params = {k.removeprefix("_orig_mod.") for k in
+                  torch.load(path, weights_only=True)["model"]}
+        assert state.children and not any(str(c.label).endswith(tuple(params))
+                                          for c in state.children)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 from safetensors import safe_open
 
 from ckpt_browser.analysis.components import training_state
@@ -140,3 +141,21 @@ def test_a_single_shard_checkpoint_asks_no_shard_question():
 
 def test_nothing_loaded_yet_gives_no_questions():
     assert generate(None, None, None) == []
+
+
+def test_part_questions_answer_what_the_content_holds():
+    """'What does optimizer_state_dict in model.pt hold?': the answer is what the content is,
+    checked against the objects torch itself loads."""
+    from ckpt_browser.quiz.generated import PART_WORDS
+
+    path = SAMPLES / "projects" / "tutorial" / "model.pt"
+    loaded = torch.load(path, weights_only=True)
+    truth = {"model_state_dict": "weights", "optimizer_state_dict": "optimizer",
+             "epoch": "progress"}
+    assert set(truth) <= set(loaded) and "param_groups" in loaded["optimizer_state_dict"]
+    qs = by_kind([q for seed in range(12) for q in questions_for(str(path), seed)], "part")
+    assert {q.id.rpartition(":")[2] for q in qs} <= set(truth) and qs
+    for q in qs:
+        key = q.id.rpartition(":")[2]
+        assert right(q) == right(q, "vi") == truth[key]  # options are values, as everywhere
+        assert set(q.en.options) <= set(PART_WORDS)

@@ -536,3 +536,7 @@ def _run(argv: list[str]) -> int:
         print(_one_line(f"ckpt-browser: internal error: {type(e).__name__}: {e} "
                         "(a bug; rerun with CKPT_BROWSER_DEBUG=1 for details)"), file=sys.stderr)
         return EXIT_USAGE if command == "diff" else EXIT_BUG  # diff(1): 2 is trouble
+
+
+if __name__ == "__main__":  # python -m ckpt_browser.cli, as well as python -m ckpt_browser
+    sys.exit(main())

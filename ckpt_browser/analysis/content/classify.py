@@ -36,6 +36,11 @@ class Found:
 def classify(obj) -> list[Found]:
     """Every part of one file's object graph, outermost first."""
     out: list[Found] = []
+    if type(obj) is TensorRef and not sig.rng_leaf(obj):
+        return [Found("weights", "", obj, "a tensor saved on its own")]
+    if type(obj) in (list, tuple) and obj and all(type(v) is TensorRef for v in obj) \
+            and not sig.rng_kinds(obj):
+        return [Found("weights", "", obj, f"a list of {len(obj)} tensors")]
     _visit(obj, "", "", 0, out)
     return out
 

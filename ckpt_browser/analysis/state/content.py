@@ -180,6 +180,9 @@ def _weights(src: Sources, det) -> Component:
         spoiled = src.spoiled(name)
         if spoiled is not None:
             return Component("weights", spoiled[0], (name,), spoiled[1], {"file": name})
+    sharded = weights_by_name(tuple(dict.fromkeys(files)))  # pytorch_model-0000k-of-0000n.bin
+    if sharded is not None and sharded.status != OK:
+        return sharded
     facts = {"format": "torch", "files": len(set(files)), "tensors": sum(r["tensors"] for r in rows),
              "params": sum(r["params"] for r in rows), "roots": rows}
     if ema:
@@ -207,9 +210,13 @@ WRAPPED = {"module.": "DataParallel / DDP", "_orig_mod.": "torch.compile",
 def _weights_sentence(rows: list[dict], ema: list[dict], classes: list[str]) -> str:
     main = rows[0] if rows else ema[0]
     n = sum(r["tensors"] for r in rows) if rows else main["tensors"]
-    where = f"{main['path']} in {main['file']}" if main["path"] else main["file"]
-    more = f" (and {len(rows) - 1} more state dicts)" if len(rows) > 1 else ""
-    text = f"{where} holds {n:,} weight tensors{more}"
+    files = list(dict.fromkeys(r["file"] for r in rows))
+    if len(files) > 1:
+        text = f"{n:,} weight tensors in {len(files)} files ({name_list(files)})"
+    else:
+        where = f"{main['path']} in {main['file']}" if main["path"] else main["file"]
+        more = f", in {len(rows)} state dicts" if len(rows) > 1 else ""
+        text = f"{where} holds {n:,} weight tensors{more}"
     prefix = main.get("prefix")
     if prefix:
         who = " then ".join(WRAPPED.get(w + ".", w) for w in prefix.rstrip(".").split("."))

@@ -41,11 +41,16 @@ def run_entries(path: str) -> list[TimelineEntry]:
 
 
 def _by_content(folder: str) -> list[TimelineEntry]:
+    from ckpt_browser.readers.frameworks import detect
+
     try:
         names = sorted(os.listdir(folder), key=natural_key)
     except OSError:
         return []
-    files = [n for n in names if os.path.isfile(os.path.join(folder, n))]
+    if detect(folder).framework not in ("unknown", "torch", "safetensors"):
+        return []  # a framework's own layout (a DCP folder, a DeepSpeed tag ...): one checkpoint
+    files = [n for n in names if not n.startswith(".") and not n.endswith(".distcp")
+             and os.path.isfile(os.path.join(folder, n))]
     torch = [n for n in files if _kind(os.path.join(folder, n)) in ("zip", "torch-legacy",
                                                                      "pickle")]
     if len(torch) >= 2:
@@ -55,8 +60,6 @@ def _by_content(folder: str) -> list[TimelineEntry]:
     subs = [n for n in names if not n.startswith(".") and _checkpoint_folder(folder, n)]
     if len(subs) < 2:
         return []
-    from ckpt_browser.readers.frameworks import detect
-
     entries = [_entry(os.path.join(folder, n), n, None, "folder") for n in subs]
     return _newest_first([replace(e, format=detect(e.path).framework)
                           for e in entries if e is not None])

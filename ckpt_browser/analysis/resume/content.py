@@ -24,6 +24,13 @@ def check_content(draft: Draft, ts: TrainingState, path: str, ckpt=None) -> None
     _ema_only(draft)
     _module_classes(draft)
     _counters(draft, ts, path)
+    if ts.framework == "custom":
+        held = [k for k, c in draft.components.items() if c.status == "ok"]
+        draft.add(INFO, "progress", None,
+                  f"a custom training loop: the resume is your own code, so it is only as exact "
+                  f"as that code is complete: it must restore every part found here "
+                  f"({', '.join(held)}) before the first step, the RNG last (torch.set_rng_state "
+                  "and its numpy and random peers), after building the data loader.")
 
 
 def _adapters(draft: Draft, ckpt) -> None:

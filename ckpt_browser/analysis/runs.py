@@ -57,6 +57,16 @@ def _by_content(folder: str) -> list[TimelineEntry]:
         return _single_files(folder, torch[:MAX_FILES])
     if any(_kind(os.path.join(folder, n)) == "safetensors" for n in files) or torch:
         return []  # the folder is one checkpoint
+    dirs = [n for n in names if not n.startswith(".") and os.path.isdir(os.path.join(folder, n))
+            and not os.path.islink(os.path.join(folder, n))]
+    if not files and len(dirs) == 1:  # a folder around one run or checkpoint (mmengine's work_dir)
+        inner = run_entries(os.path.join(folder, dirs[0]))
+        if inner:
+            return [replace(e, name=f"{dirs[0]}/{e.name}") for e in inner]
+        if _checkpoint_folder(folder, dirs[0]):
+            e = _entry(os.path.join(folder, dirs[0]), dirs[0], None, "folder")
+            return [e] if e is not None else []
+        return []
     subs = [n for n in names if not n.startswith(".") and _checkpoint_folder(folder, n)]
     if len(subs) < 2:
         return []
@@ -80,8 +90,11 @@ def _checkpoint_folder(folder: str, name: str) -> bool:
         inner = os.listdir(path)
     except OSError:
         return False
-    return ".metadata" in inner or any(n.endswith((".safetensors", ".index.json", ".distcp"))
-                                       for n in inner)
+    if ".metadata" in inner or any(n.endswith((".safetensors", ".index.json", ".distcp"))
+                                   for n in inner):
+        return True
+    return any(_kind(os.path.join(path, n)) in ("zip", "torch-legacy") for n in inner[:64]
+               if os.path.isfile(os.path.join(path, n)))
 
 
 def _single_files(folder: str, names: list[str]) -> list[TimelineEntry]:

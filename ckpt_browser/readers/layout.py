@@ -129,7 +129,8 @@ def _with_files(layout: Layout, det, names: list[str]) -> Layout:
     if det is not None:
         for role_files in det.roles.values():
             files.update(dict.fromkeys(f for f in role_files if not f.endswith("/")
-                                       and _shown(os.path.basename(f))))
+                                       and _shown(os.path.basename(f))
+                                       and not os.path.isdir(os.path.join(root, f))))
     for n in names:
         if not _shown(n):
             continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ckpt_browser.model import Checkpoint, FileInfo, Layout, TensorInfo
@@ -124,19 +124,4 @@ def finish(layout: Layout, files: list[FileInfo]) -> Checkpoint:
     order = {n: i for i, n in enumerate(layout.files)}
     files = sorted(files, key=lambda f: order.get(f.name, len(order)))
     return Checkpoint(layout, tuple(files), tuple(dict.fromkeys(problems)))
-
-
-def read_checkpoint(path: str, cancel: threading.Event | None = None,
-                    on_batch: Callable[[int, int], None] | None = None) -> Checkpoint:
-    """Every file at `path`, read by content, with no component analysis (see
-    analysis.open.open_checkpoint for that)."""
-    from ckpt_browser.readers.layout import open_layout
-
-    layout = open_layout(path)
-    files: list[FileInfo] = []
-    for got in iter_files(layout, cancel):
-        files.extend(got)
-        if on_batch:
-            on_batch(len(files), len(layout.files))
-    return finish(layout, files)
 

@@ -483,8 +483,6 @@ def test_rng_without_the_torch_cpu_generator_is_incomplete(tmp_path):
     assert findings(resume_report(str(path)), "rng", "warning")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an int counter beside a single RNG state in one dict "
-                   "is swallowed into the rng part, so progress is reported missing")
 def test_a_counter_beside_an_rng_state_is_still_a_counter(tmp_path):
     model = mlp()
     opt = O.SGD(model.parameters(), lr=0.1)
@@ -585,13 +583,10 @@ def test_mid_epoch_counter_without_data_state_is_missing(tmp_path):
 
 # --- A.6 counters ---------------------------------------------------------------------------------
 
-DETECTRON2_LOOKALIKE = pytest.mark.xfail(strict=True, reason=(
-    "BUG: a custom loop's {model, optimizer, rng_state, iteration} is fingerprinted as "
-    "detectron2, so data is 'missing' (detectron2's sampler) and the verdict is not exact"))
 COUNTERS = [  # (name, unit) from the A.6 table
     ("iter_num", "step"), ("global_step", "step"), ("num_updates", "step"),
     ("steps_run", "step"), ("epoch", "epoch"), ("epochs_run", "epoch"),
-    pytest.param("iteration", "step", marks=DETECTRON2_LOOKALIKE),
+    ("iteration", "step"),
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ckpt_browser.analysis.content.signatures import fields
+from ckpt_browser.analysis.content.signatures import fields, rng_kinds
 from ckpt_browser.readers.standins import Opaque
 
 
@@ -22,6 +22,7 @@ class Project:
     not_needed: dict[str, str] = field(default_factory=dict)
     # component -> what a missing one means, in this project's words (overrides the generic)
     missing: dict[str, str] = field(default_factory=dict)
+    saves_no_scaler: bool = False  # its resume builds a new GradScaler, fp16 or not (YOLOv5)
 
 
 NO_RNG_REPLAY = ("the resumed run re-seeds instead, so dropout and shuffling differ from an "
@@ -78,7 +79,9 @@ PROJECTS = {
                      "start_epoch - 1).",
         "data": "YOLOv5 resumes at an epoch boundary (start_epoch = epoch + 1)."},
         {"rng": "YOLOv5 saves no RNG state: " + NO_RNG_REPLAY + ".",
-         "scaler": "YOLOv5 saves no GradScaler: a new one starts at 65536 on resume."}),
+         "scaler": "YOLOv5 saves no GradScaler: a new one starts at 65536 on resume, so under "
+                   "AMP (its default on CUDA) the loss scale is found again."},
+        saves_no_scaler=True),
     "fairseq": Project("fairseq", "fairseq (checkpoint_utils.save_checkpoint)", {
         "rng": "fairseq needs no saved RNG: it reseeds with seed + num_updates on every "
                "update, so the resumed run draws the same numbers."}),
@@ -115,8 +118,10 @@ def fingerprint(obj) -> Project | None:
     trainer = fields(f.get("trainer"))
     if "model" in keys and "iteration" in trainer and ("hooks" in trainer or "_trainer" in trainer):
         return PROJECTS["detectron2"]
-    if {"model", "iteration"} <= keys and keys & {"optimizer", "scheduler"} and "epoch" not in keys:
+    if {"model", "iteration"} <= keys and keys & {"optimizer", "scheduler"} and \
+            "epoch" not in keys and not any(rng_kinds(v) for v in f.values()):
         return PROJECTS["detectron2"]  # fvcore's Checkpointer, as plain_train_net uses it
+        # (detectron2 saves no RNG state: a file with one is someone's custom loop)
     if any({"epoch_length", "iteration"} <= set(map(str, fields(v))) for v in f.values()) or \
             {"epoch_length", "iteration"} <= keys:
         return PROJECTS["ignite"]

@@ -168,7 +168,8 @@ def rng_kinds(v, depth: int = 0) -> list[str] | None:
             plain += 1
         else:
             return None
-    return found if found and len(found) >= plain else None
+    # more RNG states than plain values: {"rng": state, "epoch": 3} is a dict holding one
+    return found if found and len(found) > plain else None
 
 
 # --- A.5 data position -------------------------------------------------------------------------
@@ -221,5 +222,5 @@ def module_record(obj) -> bool:
 def state_dict_like(f: dict) -> bool:
     """Mostly tensors under string keys: a model's state_dict (buffers and extra values such
     as an AveragedModel's n_averaged may sit beside them)."""
-    n = tensor_count(f)
+    n = sum(1 for v in f.values() if type(v) is TensorRef and not rng_leaf(v))
     return n > 0 and 2 * n >= len(f) and all(type(k) is str for k in f)

@@ -63,7 +63,10 @@ def resume_report(path: str, world_size: int | None = None) -> ResumeReport:
     from ckpt_browser.analysis.components import training_state
     from ckpt_browser.analysis.open import open_checkpoint
 
-    ckpt = open_checkpoint(path)  # a run folder: its newest
+    from ckpt_browser.analysis.runs import run_entries
+
+    entries = run_entries(path)  # a folder of checkpoints: its newest
+    ckpt = open_checkpoint(entries[0].path if entries else path)
     target = ckpt.layout.path if os.path.isdir(path) else path
     return report_from(ckpt, training_state(ckpt), world_size, path=target)
 

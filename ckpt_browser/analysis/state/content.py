@@ -541,6 +541,9 @@ def _scaler(src: Sources) -> Component:
         return Component("scaler", OK, (f.name,), f"{_where(f, p)} holds the loss scaler "
                          f"({p.what}, scale {num(scale)}), so the resumed run keeps its loss "
                          "scale instead of probing for it again.", facts)
+    if src.project is not None and src.project.saves_no_scaler:
+        return Component("scaler", MISSING, (), src.project.missing["scaler"],
+                         {"project": src.project.name})
     fp16 = _fp16(src)
     if fp16:
         said = _project_says(src, "scaler")

@@ -155,9 +155,6 @@ def _under(name: str, root: str) -> bool:
     return not root or name == root or name.startswith(root + ".")
 
 
-def folder_of(name: str) -> str:
-    return os.path.dirname(name)
-
 
 def match_keys(f: FileInfo) -> dict[str, str]:
     """tensor name -> the name a diff pairs it by: a weight's parameter name; any other

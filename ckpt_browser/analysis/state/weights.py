@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 import re
 
-from ckpt_browser.analysis.state.common import (INCOMPLETE, MISSING, OK, Found, count_tensors,
-                                                damaged_or_unsafe, dcp_status, missing, name_list,
-                                                not_needed)
+from ckpt_browser.analysis.state.common import (INCOMPLETE, MISSING, OK, count_tensors,
+                                                damaged_or_unsafe, dcp_status, missing, name_list)
 from ckpt_browser.analysis.state.files import MAX_RANK_FILES, StateFiles
 from ckpt_browser.model import Component
 
@@ -92,13 +91,3 @@ def _is_model_key(key: str, prefix: str) -> bool:
         return key.startswith(prefix)
     return not key.startswith(("optimizer.", "lr_scheduler.", "dataloader.", "train_state."))
 
-
-def build_safetensors(det, fs: StateFiles) -> Found:
-    """A weights-only folder."""
-    out = Found()
-    out.add(weights_component(fs, det.files("weights")))
-    for kind in ("optimizer", "scheduler", "rng", "data", "progress"):
-        out.add(missing(kind, "a weights-only folder: no training state, so this can only "
-                        "warm-start a run."))
-    out.add(not_needed("scaler", "weights only: there is no run to resume."))
-    return out

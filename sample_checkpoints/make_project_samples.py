@@ -116,40 +116,13 @@ ORDER = list(FOLDERS)
 
 
 # --------------------------------------------------------------------------------------
-# helpers (the first ones are copied from make_training_samples.py)
+# helpers (the ones both generators need are make_training_samples.py's)
 # --------------------------------------------------------------------------------------
 
+from make_training_samples import (  # noqa: E402 - the script's own folder is on sys.path
+    _check, _deterministic_torch, _free_port, _numpy_safe_globals, _seed_everything, _tree,
+)
 
-def _seed_everything(seed: int = SEED) -> None:
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _deterministic_torch() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def _numpy_safe_globals():
-    """Catalog §8.2: what weights_only=True needs for numpy RNG states."""
-    import numpy as np
-
-    np_core = getattr(np, "_core", None) or np.core
-    return [np_core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
 
 
 def _numpy_dtype_classes():
@@ -168,11 +141,6 @@ def _safe_load(path: Path, extra_globals=()):
         extra += _numpy_dtype_classes()
     with torch.serialization.safe_globals(_numpy_safe_globals() + extra):
         return torch.load(path, weights_only=True, map_location="cpu")
-
-
-def _check(cond: bool, msg: str) -> None:
-    if not cond:
-        sys.exit(f"CHECK FAILED: {msg}")
 
 
 def _needles() -> list[bytes]:
@@ -199,10 +167,6 @@ def _check_no_abs_paths(root: Path) -> None:
             for n in needles:
                 if n in blob:
                     sys.exit(f"{where} contains {n!r}")
-
-
-def _tree(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
 def _count_tensors(obj) -> int:

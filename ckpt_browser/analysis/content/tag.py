@@ -135,14 +135,24 @@ def weight_roots(f: FileInfo) -> list[Part]:
     return [p for p in f.parts if p.kind in ("weights", "ema")]
 
 
-def part_weights(f: FileInfo, part: Part) -> list[tuple[str, object]]:
-    """(parameter name, tensor) for the tensors of one weights part of a file."""
+def _part_names(f: FileInfo, part: Part) -> tuple[list, list[str], str]:
+    """The tensors of one weights part, their names below its root, and the wrapper prefix
+    they all carry."""
     if f.format == "dcp-metadata":
         inside = [t for t in f.tensors if t.component == "weights"]
     else:
         inside = [t for t in f.tensors if t.component == part.kind and _under(t.name, part.path)]
     names = [param_name(t.name, part.path) for t in inside]
-    prefix = wrapper_prefix(names)
+    return inside, names, wrapper_prefix(names)
+
+
+def part_prefix(f: FileInfo, part: Part) -> str:
+    return _part_names(f, part)[2]
+
+
+def part_weights(f: FileInfo, part: Part) -> list[tuple[str, object]]:
+    """(parameter name, tensor) for the tensors of one weights part of a file."""
+    inside, names, prefix = _part_names(f, part)
     return [(n[len(prefix):] if prefix else n, t) for n, t in zip(names, inside)]
 
 

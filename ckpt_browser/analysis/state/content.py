@@ -16,7 +16,7 @@ from ckpt_browser.analysis.content.classify import Found as Part, classify
 from ckpt_browser.analysis.content.mapping import param_names
 from ckpt_browser.analysis.content.projects import Project, fingerprint
 from ckpt_browser.analysis.content.signatures import counter_kind, fields, rng_kinds
-from ckpt_browser.analysis.content.tag import named_weights, part_weights, wrapper_prefix, param_name
+from ckpt_browser.analysis.content.tag import named_weights, part_prefix, part_weights
 from ckpt_browser.analysis.state.common import (DAMAGED, INCOMPLETE, MISSING, NOT_NEEDED, OK,
                                                 UNSAFE, Found, jsonable, name_list, num)
 from ckpt_browser.analysis.state.files import StateFiles
@@ -152,7 +152,7 @@ def _weights(src: Sources, det) -> Component:
         inside = part_weights(f, p)
         row = {"file": f.name, "path": p.path, "what": p.what, "tensors": len(inside),
                "params": sum(t.numel for _, t in inside)}
-        prefix = _prefix(f, p)
+        prefix = part_prefix(f, p)
         if prefix:
             row["prefix"] = prefix
         if isinstance(p.node, Opaque):
@@ -195,12 +195,6 @@ def _weights(src: Sources, det) -> Component:
 
 def _index_names(ckpt: Checkpoint) -> tuple[str, ...]:
     return (ckpt.layout.index.name,) if ckpt.layout.index is not None else ()
-
-
-def _prefix(f: FileInfo, p: Part) -> str:
-    names = [param_name(t.name, p.path) for t in f.tensors if t.component == p.kind
-             and (not p.path or t.name.startswith(p.path + "."))]
-    return wrapper_prefix(names)
 
 
 WRAPPED = {"module.": "DataParallel / DDP", "_orig_mod.": "torch.compile",
@@ -477,31 +471,42 @@ def _data(src: Sources, out: Found) -> Component:
                          "DataLoader draws each epoch's order from the torch CPU RNG, which is "
                          "saved, so the order is reproduced if this was written at an epoch "
                          "boundary.", facts)
-    progress = out.components.get("progress")
-    c = progress.facts.get("counters", {}) if progress is not None else {}
-    if "epoch_from" in (progress.facts if progress else {}) and "step_from" not in progress.facts:
+    counted = out.components["progress"].facts
+    if "epoch_from" in counted and "step_from" not in counted:
         return Component("data", NOT_NEEDED, (), "saved at an epoch boundary (an epoch counter, "
                          "no step counter): the next epoch starts its data fresh, as it would "
                          "have without the interruption; its order is a matter of the RNG.",
-                         {**facts, "counters": c})
+                         {**facts, "counters": counted.get("counters", {})})
     return Component("data", MISSING, (), "no data-loader position: the resumed run starts its "
                      "data stream over (from the start of an epoch, or from the seed), so it "
                      "sees other batches than an uninterrupted run.", facts)
 
 
-def _epoch_end(src: Sources) -> Component | None:
-    """ignite's engine state says where in the epoch it saved: at an epoch's end the next
-    epoch starts its data fresh, as an uninterrupted run does."""
-    for f, pf, _ in src.parts:
+def _engine_position(src: Sources) -> tuple[int, int] | None:
+    """(iteration, epoch_length) of an ignite Engine's state, in any pickled file."""
+    seen = set()
+    for _, pf, _ in src.parts:
+        if id(pf) in seen:
+            continue
+        seen.add(id(pf))
         for v in [pf.obj, *fields(pf.obj).values()]:
             e = fields(v)
             length, it = e.get("epoch_length"), e.get("iteration")
-            if type(length) is int and type(it) is int and length > 0 and not it % length:
-                return Component("data", NOT_NEEDED, (), f"saved at the end of an epoch "
-                                 f"(iteration {it:,} = {it // length} x epoch_length {length:,}): "
-                                 "the next epoch starts its data fresh, as it would have "
-                                 "without the interruption.", {"stored": False})
+            if type(length) is int and type(it) is int and length > 0:
+                return it, length
     return None
+
+
+def _epoch_end(src: Sources) -> Component | None:
+    """ignite's engine state says where in the epoch it saved: at an epoch's end the next
+    epoch starts its data fresh, as an uninterrupted run does."""
+    at = _engine_position(src)
+    if at is None or at[0] % at[1]:
+        return None
+    it, length = at
+    return Component("data", NOT_NEEDED, (), f"saved at the end of an epoch (iteration {it:,} = "
+                     f"{it // length} x epoch_length {length:,}): the next epoch starts its data "
+                     "fresh, as it would have without the interruption.", {"stored": False})
 
 
 def _mid_epoch(src: Sources) -> str:
@@ -513,13 +518,11 @@ def _mid_epoch(src: Sources) -> str:
         if m and src.project is not None and src.project.name == "timm":
             return (f"timm's recovery file for epoch {m.group(1)}, batch {m.group(2)}: resuming "
                     "from it starts the next epoch and skips the rest of this one")
-    for f, pf, _ in src.parts:
-        for v in fields(pf.obj).values():
-            e = fields(v)
-            length, it = e.get("epoch_length"), e.get("iteration")
-            if type(length) is int and type(it) is int and length > 0 and it % length:
-                return (f"iteration {it:,} is {it % length:,} batches into an epoch of "
-                        f"{length:,}; ignite's Engine restarts the epoch's data")
+    at = _engine_position(src)
+    if at is not None and at[0] % at[1]:
+        it, length = at
+        return (f"iteration {it:,} is {it % length:,} batches into an epoch of {length:,}; "
+                "ignite's Engine restarts the epoch's data")
     return ""
 
 

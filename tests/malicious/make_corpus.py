@@ -1176,6 +1176,13 @@ def _():
     link("symlink-outside-valid/checkpoint-1/model.safetensors", "../../outside.safetensors")
 
 
+# Cases by topic, in their own modules: each registers its cases with `case(...)` when imported
+# (they import this module's helpers; run this file as a script and it re-imports itself as
+# tests.malicious.make_corpus, so there is one registry).
+if __name__ != "__main__":  # as a script, main() below runs the imported registry instead
+    from tests.malicious import cases_gadgets, cases_resources, cases_zip  # noqa: E402,F401
+
+
 # =============================================================================================
 # Made at test time (git cannot hold FIFOs; device links are made there too)
 # =============================================================================================
@@ -1313,4 +1320,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.path.insert(0, str(HERE.parent.parent))  # the repository, for `tests.malicious`
+    from tests.malicious import make_corpus as registered
+
+    sys.exit(registered.main(sys.argv[1:]))

@@ -1180,7 +1180,9 @@ def _():
 # (they import this module's helpers; run this file as a script and it re-imports itself as
 # tests.malicious.make_corpus, so there is one registry).
 if __name__ != "__main__":  # as a script, main() below runs the imported registry instead
-    from tests.malicious import cases_gadgets, cases_resources, cases_zip  # noqa: E402,F401
+    from tests.malicious import (  # noqa: E402,F401
+        cases_gadgets, cases_legacy, cases_resources, cases_zip,
+    )
 
 
 # =============================================================================================

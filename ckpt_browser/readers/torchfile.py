@@ -22,7 +22,7 @@ from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem
 from ckpt_browser.readers.export import is_export, read_export
 from ckpt_browser.readers.pickle_safe import (
-    ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, Unpickled, short, unpickle,
+    ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, Unpickled, describe, short, unpickle,
 )
 from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
 
@@ -158,7 +158,7 @@ def unsafe_problems(name: str, unsafe) -> tuple[Problem, ...]:
     """An unsafe pickle is an error: whoever loads it the usual way runs that code."""
     if not unsafe:
         return ()
-    return (Problem(ERROR, name, f"unsafe: its pickle calls {', '.join(unsafe)} when loaded "
+    return (Problem(ERROR, name, f"unsafe: its pickle calls {describe(unsafe)} when loaded "
                     "(not run here; torch.load(weights_only=False) or pickle.load would run it)"),)
 
 

@@ -30,7 +30,20 @@ def resume_doc(report: ResumeReport) -> dict:
 
 
 def verdict_line(report: ResumeReport) -> str:
-    return f"{report.verdict.upper()}: {VERDICT_WORDS.get(report.verdict, report.verdict)}"
+    words = VERDICT_WORDS.get(report.verdict, report.verdict)
+    unsafe = unsafe_files(report)
+    if unsafe and report.verdict != "broken":
+        words = (f"{', '.join(unsafe[:3])} would run code when loaded: trust only the files "
+                 "that hold no code")
+    return f"{report.verdict.upper()}: {words}"
+
+
+def unsafe_files(report: ResumeReport) -> list[str]:
+    """Files whose pickle would run code: they decide the headline."""
+    files = [f for c in report.components.values() if c.status == "unsafe" for f in c.files]
+    files += [f.file for f in report.findings
+              if f.severity == "error" and f.file and "unsafe: its pickle" in f.message]
+    return list(dict.fromkeys(files))
 
 
 def resume_text(report: ResumeReport) -> str:

@@ -71,9 +71,10 @@ def check_markers(draft: Draft, ts: TrainingState) -> None:
 
 
 def check_other_problems(draft: Draft, ts: TrainingState) -> None:
-    """Errors and warnings the readers found in a component's file that no finding names yet
-    (a pickled training_args.bin that would run code ...): information, since the component's
-    status already carries what the resume needs."""
+    """Errors and warnings the readers found in a component's file that no finding names yet:
+    information, since the component's status already carries what the resume needs; except
+    an unsafe pickle (a training_args.bin that would run code ...), which is an error wherever
+    it is: a checkpoint holding one is not a checkpoint to resume from as it is."""
     named = draft.named()
     seen = set()
     for p in ts.problems:
@@ -82,6 +83,13 @@ def check_other_problems(draft: Draft, ts: TrainingState) -> None:
         owner = next((k for k in COMPONENTS if p.file in draft.components[k].files), None)
         if owner is None and p.message.startswith("unsafe"):
             owner = "data"  # training_args.bin: the run's settings, which the data order follows
-        if owner is not None:
-            seen.add((p.file, p.message))
+        if owner is None:
+            continue
+        seen.add((p.file, p.message))
+        if p.message.startswith("unsafe") and p.severity == ERROR:
+            draft.add(ERROR, owner, p.file, f"{p.file}: {p.message}. Whoever loads it the usual "
+                      "way runs that code: someone made or changed this checkpoint to attack "
+                      "its user. Resume only from files that hold no code (safetensors weights), "
+                      "after deleting this one.")
+        else:
             draft.add(INFO, owner, p.file, f"{p.file}: {p.message}.")

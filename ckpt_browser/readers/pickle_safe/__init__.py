@@ -11,7 +11,7 @@ the memo, and how deep values nest. Bad content becomes one-line Problems, never
 
   unpickler.py   the opcode loop and its budgets; globals, persistent ids and calls
   containers.py  the opcodes that fill containers; tuples record how deep they nest
-  policy.py      which globals are reported as unsafe
+  policy.py      the tiers: data (silent), imports (a warning), unsafe (an error)
   allowlist.py   the torch allowlist: dtype tags (dtypes.py) and recorders (torch_records,
                  builtin_records, numpy_records; their argument checks in checks.py)
   bounds.py      after reading: measure the whole graph and cut a bomb
@@ -31,14 +31,14 @@ from ckpt_browser.readers.pickle_safe.dtypes import DTYPE_GLOBALS, ITEMSIZE
 from ckpt_browser.readers.pickle_safe.limits import (
     MAX_DEPTH, MAX_MEMO, MAX_OPS, MAX_PATHS, MAX_PICKLE_BYTES, CappedReader, Limit, short,
 )
-from ckpt_browser.readers.pickle_safe.policy import is_unsafe
+from ckpt_browser.readers.pickle_safe.policy import describe, is_data, is_unsafe
 from ckpt_browser.readers.pickle_safe.torch_records import torch_layout, torch_size
 from ckpt_browser.readers.pickle_safe.unpickler import SafeUnpickler
 
 __all__ = [
     "DTYPE_GLOBALS", "ITEMSIZE", "MAX_DEPTH", "MAX_MEMO", "MAX_OPS", "MAX_PATHS",
     "MAX_PICKLE_BYTES", "TORCH_GLOBALS", "CappedReader", "SafeUnpickler", "Unpickled",
-    "is_unsafe", "read_pickle_bytes", "short", "torch_layout", "torch_size", "unpickle",
+    "describe", "is_data", "is_unsafe", "read_pickle_bytes", "short", "torch_layout", "torch_size", "unpickle",
 ]
 
 
@@ -47,6 +47,7 @@ class Unpickled:
     obj: Any = None
     ok: bool = False  # read to its STOP opcode
     unsafe: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()  # globals whose module loading would import (a warning)
     problems: tuple[Problem, ...] = ()
     storages: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (tag, numel)
 
@@ -103,12 +104,35 @@ def unpickle(file, name: str, allow: dict | None = None, *, storage_ids: str | N
             problems.append(Problem(ERROR, name, _message(e)))
     if ok and u.saw_getattr and "builtins.getattr" not in u.unsafe and _bare_getattr(obj):
         u.unsafe["builtins.getattr"] = None  # kept as a value: whoever calls it reaches anything
+    imports = {q: how for q, how in u.imports.items() if q not in u.unsafe}
     notes = [Problem(WARNING, name, n) for n in u.notes]
+    if imports:
+        notes.insert(0, Problem(WARNING, name, imports_message(imports)))
     if u.note_count > len(u.notes):
         more = u.note_count - len(u.notes)
         notes.append(Problem(WARNING, name, f"... and {more:,} more warnings like these"))
     problems[:0] = notes
-    return Unpickled(obj, ok, tuple(u.unsafe), tuple(problems), u.storages)
+    return Unpickled(obj, ok, tuple(u.unsafe), tuple(imports), tuple(problems), u.storages)
+
+
+def imports_message(imports: dict[str, str]) -> str:
+    """One warning for every global beyond the data allowlist that is not unsafe."""
+    objects = [q for q, how in imports.items() if how == "object"]
+    refs = [q for q, how in imports.items() if how != "object"]
+    modules = list(dict.fromkeys(q.rsplit(".", 1)[0] for q in (*objects, *refs)))
+    parts = []
+    if objects:
+        parts.append(f"rebuild {_listed(objects)} objects")
+    if refs:
+        parts.append(f"reference {_listed(refs)}")
+    return (f"loading this file the torch way imports {_listed(modules)} to "
+            f"{' and '.join(parts)}: that code runs, and torch.load(weights_only=True) refuses "
+            "the file (nothing was imported here)")
+
+
+def _listed(names: list[str], most: int = 4) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most:,} more" if len(names) > most else "")
 
 
 def _bare_getattr(obj) -> bool:

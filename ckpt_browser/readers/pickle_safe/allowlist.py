@@ -7,7 +7,7 @@ from typing import Any
 
 from ckpt_browser.readers.pickle_safe.builtin_records import (
     codecs_encode, counter, default_dict, deque, make_bytearray, make_bytes, make_complex,
-    make_frozenset, make_set, make_slice, ordered_dict, reconstructor,
+    make_frozenset, make_set, make_slice, newobj, newobj_ex, ordered_dict, reconstructor,
 )
 from ckpt_browser.readers.pickle_safe.dtypes import TAG_GLOBALS
 from ckpt_browser.readers.pickle_safe.numpy_records import (
@@ -41,6 +41,8 @@ TORCH_GLOBALS: dict[str, Any] = {
     "builtins.bytearray": make_bytearray,
     "_codecs.encode": codecs_encode,
     "copyreg._reconstructor": reconstructor,
+    "copyreg.__newobj__": newobj,
+    "copyreg.__newobj_ex__": newobj_ex,
     "numpy.core.multiarray._reconstruct": numpy_reconstruct,
     "numpy._core.multiarray._reconstruct": numpy_reconstruct,
     "numpy.core.multiarray.scalar": numpy_scalar,

@@ -92,8 +92,36 @@ def codecs_encode(u, args):  # how protocol 2 spells bytes: _codecs.encode(str, 
     raise BadCall(short(args))
 
 
+PLAIN_BASES = frozenset({"builtins.object", "builtins.dict", "builtins.list", "builtins.tuple",
+                         "builtins.set", "builtins.int", "builtins.float", "builtins.str",
+                         "builtins.bytes"})
+
+
 def reconstructor(u, args):  # copyreg._reconstructor(cls, base, state): protocol 0/1 objects
-    cls = arity(args, 3, 3)[0]
-    if type(cls) is not Opaque:
+    cls, base, state = arity(args, 3, 3)
+    if type(cls) is not Opaque or not u.is_global(cls):
         raise BadCall(short(cls))
-    return Opaque(cls.qualname)
+    qual = base.qualname if type(base) is Opaque and u.is_global(base) else None
+    if qual not in PLAIN_BASES:  # base.__new__(cls, state) and base.__init__(obj, state) run
+        return u.unsafe_call(qual or f"a {short(base)} as a base", args)
+    if qual != "builtins.object" and state is not None and not _plain(state):
+        return u.unsafe_call(qual, args)  # a builtin's __init__ consuming a rebuilt object
+    return u.rebuilt(cls)
+
+
+def newobj(u, args):  # copyreg.__newobj__(cls, *args), what NEWOBJ does, spelt as a REDUCE
+    if not args:
+        raise BadCall("no class")
+    return u.call(args[0], args[1:], new=True)
+
+
+def newobj_ex(u, args):  # copyreg.__newobj_ex__(cls, args, kwargs)
+    cls, inner, kwargs = arity(args, 3, 3)
+    if type(inner) not in (tuple, list) or (kwargs and type(kwargs) is not dict):
+        raise BadCall(short(args))
+    return u.call(cls, (*inner, kwargs) if kwargs else tuple(inner), new=True)
+
+
+def _plain(value) -> bool:
+    return type(value) in (str, int, float, bool, bytes, type(None)) or (
+        type(value) in (tuple, list) and all(_plain(v) for v in value[:64]) and len(value) <= 64)

@@ -38,6 +38,7 @@ class Containers:
         inst = self.stack[-1]
         kind = type(inst)
         if kind is Opaque:
+            self.check_build(inst, state)  # the policy's part (unpickler.py)
             object.__setattr__(inst, "state", _merged(inst.state, state))
         elif kind is NumpyArray:
             build_ndarray(self, inst, state)

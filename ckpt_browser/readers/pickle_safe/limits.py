@@ -18,6 +18,7 @@ MAX_MEMO = env_limit("MAX_PICKLE_MEMO", 8_000_000)
 # paths the result expands to when shared references are followed
 MAX_PATHS = env_limit("MAX_PATHS", 20_000_000)
 MAX_NOTES = 20  # distinct warnings kept per pickle; the rest are counted
+MAX_GLOBALS = 10_000  # different globals one pickle may name (real checkpoints name < 100)
 PRUNED_NODES = 1_000_000  # what is kept of a graph that broke MAX_DEPTH or MAX_PATHS
 
 

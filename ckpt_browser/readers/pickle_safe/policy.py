@@ -1,9 +1,24 @@
-"""Which globals count as unsafe: those that could run code or touch the system.
+"""Which globals a checkpoint may name, and what naming the others means (README "Safety").
 
-Nothing is ever called; this only decides which names are reported in `unsafe`.
+Nothing is ever imported or called; this only decides how a global is reported. Three tiers:
+
+- **data** (`is_data`): torch's own weights_only allowlist plus the record classes real
+  checkpoints hold (numpy arrays and RNG, argparse.Namespace, pathlib paths, transformers'
+  TrainingArguments, DeepSpeed's loss scaler, omegaconf ...). Rebuilt as inert records, silently.
+- **imports**: any other class, rebuilt the way pickle saves a plain object (a bare `__new__`,
+  then its attributes), or any other global only referenced. Loading the file the torch way
+  imports its module and runs that code: a warning naming it.
+- **unsafe**: any other global that the pickle *calls* (REDUCE, INST, OBJ, NEWOBJ with
+  arguments), a standard-library class it rebuilds with state (its `__setstate__` runs), the
+  result of a call that the pickle calls again, and every name on the deny list below even as a
+  bare reference. An error: whoever loads the file the usual way runs it.
+
+The deny list is kept for its words ("runs a shell command") and for bare references.
 """
 
 from __future__ import annotations
+
+import sys
 
 UNSAFE_MODULES = frozenset({
     "os", "posix", "nt", "subprocess", "_posixsubprocess", "sys", "shutil", "socket", "importlib",
@@ -19,23 +34,124 @@ UNSAFE_MODULES = frozenset({
     # reach code or files by name, or open files when called
     "pkgutil", "codecs", "logging", "gzip", "bz2", "lzma", "tarfile", "zipfile", "sqlite3",
     "shelve", "dbm", "fileinput",
+    # found in public scanner bypasses: they run a command, evaluate code or write files
+    "imaplib", "uuid._get_command_stdout", "_osx_support", "doctest", "mailcap", "ensurepip",
+    "torch.utils.collect_env", "torch.distributed.elastic.multiprocessing", "torch.fx",
+    "torch._inductor", "sympy", "mpmath", "jinja2", "typing._eval_type", "imp", "_pyio",
+    "tokenize", "idlelib", "lib2to3", "venv", "cgitb", "antigravity", "this", "turtle",
+    "tkinter", "_aix_support", "_bootlocale", "numpy.lib._npyio_impl", "_io", "io",
 })
 UNSAFE_NAMES = frozenset({
     "builtins.eval", "builtins.exec", "builtins.compile", "builtins.__import__", "builtins.open",
     "builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.globals",
     "builtins.locals", "builtins.vars", "builtins.input", "builtins.breakpoint", "builtins.apply",
     "builtins.execfile", "builtins.file", "builtins.reload", "builtins.exit", "builtins.quit",
-    "builtins.help", "io.open", "io.open_code", "io.FileIO", "_io.open", "_io.open_code",
-    "_io.FileIO", "operator.attrgetter", "operator.methodcaller", "operator.call",
+    "builtins.help", "operator.attrgetter", "operator.methodcaller", "operator.call",
     "_operator.attrgetter", "_operator.methodcaller", "_operator.call", "types.FunctionType",
     "types.LambdaType", "types.CodeType", "types.MethodType", "torch.load", "torch.compile",
-    "torch.serialization.load",
+    "torch.save", "torch.serialization.load", "torch.serialization.save",
     "torch.storage._load_from_bytes",  # runs torch.load(weights_only=False)
     "numpy.load", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile", "numpy.memmap",
+    "numpy.save", "numpy.savez", "numpy.savetxt", "numpy.DataSource", "numpy.fromregex",
+    "numpy.tofile",
 })
+
+_WHAT = (  # (prefix, what it does): the extra words for a known name
+    (("os.system", "posix.system", "nt.system", "os.popen", "subprocess", "_posixsubprocess",
+      "pty", "imaplib.IMAP4_stream", "uuid._get_command_stdout", "_osx_support", "mailcap",
+      "torch.utils.collect_env", "torch.distributed.elastic.multiprocessing", "ensurepip",
+      "os.exec", "os.spawn", "posix.exec", "posix.spawn", "platform"), "runs a command"),
+    (("builtins.eval", "builtins.exec", "builtins.compile", "code", "codeop", "runpy",
+      "torch.fx", "sympy", "mpmath", "typing._eval_type", "doctest", "timeit", "pdb", "bdb",
+      "types.CodeType", "types.FunctionType", "torch._inductor"), "runs Python code"),
+    (("builtins.__import__", "importlib", "imp.", "pkgutil", "jinja2", "zipimport",
+      "pydoc", "site"), "imports code by name"),
+    (("builtins.open", "io.", "_io.", "_pyio", "codecs", "logging", "tokenize", "sqlite3",
+      "shelve", "dbm", "numpy.save", "numpy.memmap", "numpy.tofile", "torch.save",
+      "torch.serialization.save", "tempfile", "shutil", "gzip", "bz2", "lzma", "tarfile",
+      "zipfile", "fileinput"), "opens or writes files"),
+    (("torch.load", "torch.serialization.load", "torch.storage._load_from_bytes", "pickle",
+      "_pickle", "marshal", "numpy.load"), "loads another pickle"),
+    (("socket", "http", "urllib", "ftplib", "smtplib", "telnetlib", "ssl", "webbrowser",
+      "numpy.DataSource"), "reaches the network"),
+)
+
+DATA = frozenset({
+    # torch's weights_only allowlist (2.13) beyond the recorders in allowlist.py
+    "torch.Tensor", "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer",
+    "torch.storage.TypedStorage", "torch.storage.UntypedStorage",
+    "torch._utils._rebuild_device_tensor_from_cpu_tensor",
+    "torch._utils._rebuild_device_tensor_from_numpy", "torch._utils._rebuild_meta_tensor_no_storage",
+    "torch._utils._rebuild_nested_tensor", "torch._utils._rebuild_qtensor",
+    "torch._utils._rebuild_sparse_tensor", "torch._utils._rebuild_wrapper_subclass",
+    "torch.torch_version.TorchVersion",
+    # DCP .metadata (catalog 4.3)
+    "torch.distributed.checkpoint.metadata.Metadata",
+    "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+    "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+    "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+    "torch.distributed.checkpoint.metadata.TensorProperties",
+    "torch.distributed.checkpoint.metadata.StorageMeta",
+    "torch.distributed.checkpoint.metadata.MetadataIndex",
+    "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+    "torch.distributed.checkpoint.filesystem._StorageInfo",
+    # numpy arrays, scalars and RNG state
+    "numpy.ndarray", "numpy.dtype", "numpy.core.numeric._frombuffer",
+    "numpy._core.numeric._frombuffer", "numpy.random._pickle.__randomstate_ctor",
+    "numpy.random._pickle.__bit_generator_ctor", "numpy.random._pickle.__generator_ctor",
+    "numpy.random.mtrand.RandomState", "numpy.random._generator.Generator",
+    "numpy.random._mt19937.MT19937", "numpy.random._pcg64.PCG64", "numpy.random._pcg64.PCG64DXSM",
+    "numpy.random._philox.Philox", "numpy.random._sfc64.SFC64",
+    "numpy.random.bit_generator.SeedSequence",
+    # the standard library's plain values
+    "builtins.object", "builtins.dict", "builtins.list", "builtins.tuple", "builtins.str",
+    "builtins.int", "builtins.float", "builtins.bool", "builtins.range", "builtins.NoneType",
+    "argparse.Namespace", "types.SimpleNamespace", "pathlib.Path", "pathlib.PosixPath",
+    "pathlib.WindowsPath", "pathlib.PurePath", "pathlib.PurePosixPath", "pathlib.PureWindowsPath",
+    "datetime.datetime", "datetime.date", "datetime.time", "datetime.timedelta",
+    "datetime.timezone", "decimal.Decimal", "fractions.Fraction", "uuid.UUID", "uuid.SafeUUID",
+    "random.Random", "typing.Any",
+    # frameworks' recorded classes (content-signatures "Globals to allow-list", catalog 8.2)
+    "transformers.training_args.TrainingArguments",
+    "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+    "transformers.training_args.OptimizerNames", "transformers.training_args.ParallelMode",
+    "transformers.trainer_utils.IntervalStrategy", "transformers.trainer_utils.SaveStrategy",
+    "transformers.trainer_utils.HubStrategy", "transformers.trainer_utils.SchedulerType",
+    "transformers.trainer_utils.EvaluationStrategy", "transformers.trainer_utils.FSDPOption",
+    "transformers.trainer_utils.ShardedDDPOption", "transformers.debug_utils.DebugOption",
+    "transformers.trainer_pt_utils.AcceleratorConfig",
+    "trl.trainer.sft_config.SFTConfig", "trl.trainer.dpo_config.DPOConfig",
+    "trl.trainer.grpo_config.GRPOConfig", "trl.trainer.ppo_config.PPOConfig",
+    "trl.trainer.reward_config.RewardConfig", "trl.trainer.orpo_config.ORPOConfig",
+    "trl.trainer.kto_config.KTOConfig", "trl.trainer.cpo_config.CPOConfig",
+    "accelerate.state.PartialState", "accelerate.utils.dataclasses.DistributedType",
+    "accelerate.utils.dataclasses.PrecisionType", "accelerate.utils.dataclasses.DynamoBackend",
+    "accelerate.utils.dataclasses.DataLoaderConfiguration",
+    "accelerate.data_loader.SeedableRandomSampler",
+    "deepspeed.runtime.fp16.loss_scaler.LossScaler",
+    "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
+    "deepspeed.runtime.zero.config.ZeroStageEnum", "deepspeed.utils.tensor_fragment.fragment_address",
+    "megatron.core.enums.ModelType",
+    "omegaconf.dictconfig.DictConfig", "omegaconf.listconfig.ListConfig",
+    "omegaconf.base.ContainerMetadata", "omegaconf.base.Metadata", "omegaconf.nodes.AnyNode",
+    "omegaconf.nodes.StringNode", "omegaconf.nodes.IntegerNode", "omegaconf.nodes.FloatNode",
+    "omegaconf.nodes.BooleanNode", "omegaconf.nodes.EnumNode", "omegaconf.nodes.PathNode",
+    "lightning.fabric.utilities.data.AttributeDict", "lightning_fabric.utilities.data.AttributeDict",
+    "lightning.pytorch.utilities.parsing.AttributeDict",
+    "pytorch_lightning.utilities.parsing.AttributeDict",
+    "mmengine.logging.history_buffer.HistoryBuffer", "mmengine.config.config.ConfigDict",
+    "ultralytics.utils.IterableSimpleNamespace",
+})
+DATA_PREFIXES = ("__torch__.",)  # TorchScript's own type names: torch.jit.load never imports
+STDLIB = frozenset(sys.stdlib_module_names) | {"__builtin__", "copy_reg"}
+
+
+def is_data(qualname: str) -> bool:
+    return qualname in DATA or qualname.startswith(DATA_PREFIXES)
 
 
 def is_unsafe(qualname: str) -> bool:
+    """On the deny list: unsafe even when only referenced."""
     if qualname in UNSAFE_NAMES:
         return True
     module = qualname
@@ -43,4 +159,26 @@ def is_unsafe(qualname: str) -> bool:
         module = module.rsplit(".", 1)[0]
         if module in UNSAFE_MODULES:
             return True
-    return False
+    return qualname in UNSAFE_MODULES
+
+
+def is_stdlib(qualname: str) -> bool:
+    return qualname.split(".", 1)[0] in STDLIB
+
+
+def what_it_does(qualname: str) -> str | None:
+    """The deny list's words for a name: 'runs a command', 'opens or writes files' ..."""
+    for prefixes, words in _WHAT:
+        if qualname.startswith(prefixes):
+            return words
+    return None
+
+
+def describe(names) -> str:
+    """Unsafe names with what each does where known: 'os.system (runs a command), ...'."""
+    out = []
+    for q in list(names)[:8]:
+        words = what_it_does(q)
+        out.append(f"{q} ({words})" if words else q)
+    more = len(list(names)) - 8
+    return ", ".join(out) + (f" and {more:,} more" if more > 0 else "")

@@ -77,6 +77,8 @@ def rebuild_parameter(u, args):  # (data, requires_grad, hooks[, state])
 def rebuild_from_type(u, args):  # torch._tensor._rebuild_from_type_v2(func, new_type, args, state)
     func, new_type, inner, _ = arity(args, 4, 4)
     result = u.call(func, inner)
+    if type(new_type) is Opaque and u.is_global(new_type):
+        u.rebuilt(new_type)  # torch restores the subclass with its own __setstate__
     if type(result) is TensorRef and type(new_type) is Opaque \
             and new_type.qualname.endswith(".Parameter"):
         result = replace(result, is_parameter=True)

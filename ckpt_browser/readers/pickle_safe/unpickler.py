@@ -1,8 +1,10 @@
 """SafeUnpickler: the opcode loop with its budgets, and the opcodes that could run code.
 
 `find_class` never imports anything: a global is a tag from the allowlist, or an inert
-stand-in (`UnsafeCall` for what the policy calls unsafe, else `Opaque`). A call (REDUCE,
-NEWOBJ, INST, OBJ) goes to the allowlist's recorder, or becomes `Opaque(qualname, args)`.
+stand-in (`UnsafeCall` for a name on the deny list, else one shared `Opaque` per name). A call
+(REDUCE, NEWOBJ, INST, OBJ) goes to the allowlist's recorder, becomes a record of a data class,
+an object rebuilt with a bare `__new__` (which imports its module: `imports`), or an unsafe call
+(policy.py has the tiers).
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ from ckpt_browser.readers.pickle_safe.allowlist import TORCH_GLOBALS
 from ckpt_browser.readers.pickle_safe.checks import BadCall
 from ckpt_browser.readers.pickle_safe.containers import HASHED, Containers
 from ckpt_browser.readers.pickle_safe.limits import (
-    MAX_MEMO, MAX_NOTES, MAX_OPS, Limit, elided, short,
+    MAX_GLOBALS, MAX_MEMO, MAX_NOTES, MAX_OPS, Limit, elided, short,
 )
-from ckpt_browser.readers.pickle_safe.policy import is_unsafe
+from ckpt_browser.readers.pickle_safe.policy import is_data, is_stdlib, is_unsafe
 from ckpt_browser.readers.pickle_safe.torch_records import storage_ref
 from ckpt_browser.readers.standins import Opaque, UnsafeCall
 
 _P = pickle._Unpickler  # the pure-Python unpickler: its opcodes can be hooked one by one
 GETATTR = ("builtins.getattr", "__builtin__.getattr")
+# recorders whose arguments are classes or tensors' state, never objects whose methods they call
+TAKES_CLASSES = frozenset({"copyreg._reconstructor", "copyreg.__newobj__", "copyreg.__newobj_ex__",
+                           "torch._tensor._rebuild_from_type_v2", "collections.defaultdict"})
 
 
 class SafeUnpickler(Containers, _P):
@@ -40,6 +45,9 @@ class SafeUnpickler(Containers, _P):
         self.storage_ids = storage_ids
         self.max_ops, self.max_memo = max_ops, max_memo
         self.unsafe: dict[str, None] = {}
+        # other globals: qualname -> "object" (rebuilt with a bare __new__) or "reference"
+        self.imports: dict[str, str] = {}
+        self._globals: dict[str, Opaque] = {}  # one stand-in per name: "is this the global?"
         # functions named through getattr(Class, "name") (how protocols 2 and 3 pickle a
         # method): a reference is inert; calling one runs the class's code, which is unsafe
         self.references: dict[int, Opaque] = {}
@@ -114,7 +122,39 @@ class SafeUnpickler(Containers, _P):
         if spec is None and (is_unsafe(qual) or "." in name or is_unsafe(name)):
             self.unsafe[qual] = None
             return UnsafeCall(qual)
-        return Opaque(qual)
+        g = self._globals.get(qual)
+        if g is None:
+            if len(self._globals) >= MAX_GLOBALS:
+                raise Limit(f"pickle names more than {MAX_GLOBALS:,} different globals")
+            g = self._globals[qual] = Opaque(qual)
+            if spec is None and not is_data(qual):
+                self.imports[qual] = "reference"
+        return g
+
+    def is_global(self, obj) -> bool:
+        """The stand-in of a global itself, not an object built from one."""
+        return type(obj) is Opaque and self._globals.get(obj.qualname) is obj
+
+    def rebuilt(self, cls: Opaque) -> Opaque:
+        """cls.__new__(cls): an object the way pickle saves plain ones (its attributes follow
+        in BUILD). Loading it imports the class's module."""
+        if not is_data(cls.qualname):
+            self.imports[cls.qualname] = "object"
+        return Opaque(cls.qualname)
+
+    def check_build(self, inst: Opaque, state) -> None:
+        """BUILD on a stand-in: setting attributes of a class itself (a monkey-patch), or
+        restoring a standard-library object that is not data (its __setstate__ runs), is
+        unsafe; other rebuilt objects only import their module."""
+        qual = inst.qualname
+        if self.is_global(inst):
+            self.unsafe[f"{qual} (its class attributes set)"] = None
+        elif state and self.imports.get(qual) == "object" and is_stdlib(qual):
+            self.unsafe[f"{qual} (rebuilt with state)"] = None
+
+    def unsafe_call(self, qual: str, args: tuple) -> UnsafeCall:
+        self.unsafe[qual] = None
+        return self._nested(UnsafeCall(qual, args), args)
 
     def get_extension(self, code):
         raise pickle.UnpicklingError(f"extension code {code} (copyreg registry) is not supported")
@@ -131,8 +171,9 @@ class SafeUnpickler(Containers, _P):
         return elided()
 
     # -- calls ----------------------------------------------------------------------------
-    def call(self, func, args) -> Any:
-        """What REDUCE/NEWOBJ/INST/OBJ would build: a recorder's result or an inert stand-in."""
+    def call(self, func, args, new: bool = False) -> Any:
+        """What REDUCE/NEWOBJ/INST/OBJ would build: a recorder's result or an inert stand-in.
+        `new`: NEWOBJ (cls.__new__(cls, *args)) rather than a call."""
         if type(args) is list:
             args = tuple(args)
         if type(args) is not tuple:
@@ -146,14 +187,25 @@ class SafeUnpickler(Containers, _P):
                 self.unsafe[func.qualname] = None
             return self._nested(UnsafeCall(func.qualname, args), args)
         if type(func) is Opaque and id(func) in self.references:
-            self.unsafe[func.qualname] = None  # a method called while loading: its code runs
-            return self._nested(UnsafeCall(func.qualname, args), args)
+            # a method called while loading: its code runs
+            return self.unsafe_call(func.qualname, args)
         if type(func) is not Opaque:
             self.note(f"the pickle calls a {type(func).__name__} ({short(func)})")
             return self._nested(Opaque(f"<not callable: {type(func).__name__}>", args), args)
-        recorder = self.allow.get(func.qualname)
+        qual = func.qualname
+        if not self.is_global(func):  # the result of a call, called again: whatever it is runs
+            return self.unsafe_call(f"a {qual} object", args)
+        recorder = self.allow.get(qual)
+        taken = self._object_argument(args)
+        if taken is not None and qual not in TAKES_CLASSES:
+            # a data constructor consuming a rebuilt object runs that object's methods
+            return self.unsafe_call(f"{qual} of a {taken} object", args)
         if recorder is None:
-            return self._nested(Opaque(func.qualname, args), args)
+            if is_data(qual):
+                return self._nested(Opaque(qual, args), args)
+            if new and not args:
+                return self.rebuilt(func)
+            return self.unsafe_call(qual, args)  # a call of a global we do not allow
         try:
             result = recorder(self, args)
         except BadCall as e:
@@ -161,6 +213,15 @@ class SafeUnpickler(Containers, _P):
             return self._nested(Opaque(func.qualname, args), args)
         # a hashable result may hold its args: count it as one level above them
         return self._nested(result, args) if type(result) in HASHED else result
+
+    def _object_argument(self, args: tuple) -> str | None:
+        """The class of an object among the arguments that was rebuilt from a class off the
+        allowlist (its methods are the class's code), if any."""
+        for a in args:
+            if type(a) is Opaque and self.imports.get(a.qualname) == "object" \
+                    and not self.is_global(a):
+                return a.qualname
+        return None
 
     def _method_reference(self, args) -> Opaque | None:
         """getattr(<a class we do not build>, "name"): a function by its qualified name, as
@@ -179,18 +240,25 @@ class SafeUnpickler(Containers, _P):
     def load_reduce(self):
         args = self.stack.pop()
         self.stack[-1] = self.call(self.stack[-1], args)
-    load_newobj = load_reduce  # the same for us: a callable and its args on the stack
     dispatch[pickle.REDUCE[0]] = load_reduce
+
+    def load_newobj(self):
+        args = self.stack.pop()
+        self.stack[-1] = self.call(self.stack[-1], args, new=True)
     dispatch[pickle.NEWOBJ[0]] = load_newobj
 
     def load_newobj_ex(self):
         kwargs = self.stack.pop()
         args = self.stack.pop()
-        obj = self.call(self.stack[-1], args)
+        if kwargs:  # keyword arguments reach the class's __new__: a call like any other
+            args = (*args, kwargs) if type(args) in (tuple, list) else args
+        obj = self.call(self.stack[-1], args, new=True)
         if kwargs and type(obj) is Opaque:
             object.__setattr__(obj, "state", {"__kwargs__": kwargs})
         self.stack[-1] = obj
     dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
 
-    def _instantiate(self, klass, args):  # INST and OBJ (protocols 0 and 1)
+    # INST and OBJ (protocols 0 and 1): Python 3 never writes them, and pickle calls the
+    # callable itself when it is not a class or has arguments: a call
+    def _instantiate(self, klass, args):
         self.append(self.call(klass, tuple(args)))

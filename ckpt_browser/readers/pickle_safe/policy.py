@@ -18,6 +18,7 @@ The deny list is kept for its words ("runs a shell command") and for bare refere
 
 from __future__ import annotations
 
+import os
 import sys
 
 UNSAFE_MODULES = frozenset({
@@ -142,14 +143,6 @@ DATA = frozenset({
     "mmengine.logging.history_buffer.HistoryBuffer", "mmengine.config.config.ConfigDict",
     "ultralytics.utils.IterableSimpleNamespace",
 })
-DATA_PREFIXES = ("__torch__.",)  # TorchScript's own type names: torch.jit.load never imports
-STDLIB = frozenset(sys.stdlib_module_names) | {"__builtin__", "copy_reg"}
-
-
-def is_data(qualname: str) -> bool:
-    return qualname in DATA or qualname.startswith(DATA_PREFIXES)
-
-
 def is_unsafe(qualname: str) -> bool:
     """On the deny list: unsafe even when only referenced."""
     if qualname in UNSAFE_NAMES:
@@ -160,6 +153,20 @@ def is_unsafe(qualname: str) -> bool:
         if module in UNSAFE_MODULES:
             return True
     return qualname in UNSAFE_MODULES
+
+
+
+DATA_PREFIXES = ("__torch__.",)  # TorchScript's own type names: torch.jit.load never imports
+STDLIB = frozenset(sys.stdlib_module_names) | {"__builtin__", "copy_reg"}
+# your own record classes and enums, as torch.serialization.add_safe_globals would take them:
+# CKPT_BROWSER_ALLOW_GLOBALS="mypkg.config.TrainConfig,mypkg.enums.Mode"
+ALLOWED_HERE = frozenset(
+    name.strip() for name in os.environ.get("CKPT_BROWSER_ALLOW_GLOBALS", "").split(",")
+    if name.strip() and not is_unsafe(name.strip()))
+
+
+def is_data(qualname: str) -> bool:
+    return qualname in DATA or qualname.startswith(DATA_PREFIXES) or qualname in ALLOWED_HERE
 
 
 def is_stdlib(qualname: str) -> bool:

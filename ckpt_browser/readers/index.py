@@ -8,6 +8,7 @@ from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.limits import env_limit
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import IndexInfo
+from ckpt_browser.readers.standins import int_from_text
 
 MAX_INDEX = env_limit("MAX_INDEX_BYTES", 512 * 1024 * 1024)  # a 94,000-tensor index is ~8 MB
 
@@ -20,7 +21,7 @@ def read_index(path: str, name: str) -> IndexInfo:
             raise ShardError(f"index is {size:,} bytes, over the {MAX_INDEX:,}-byte limit "
                              "(CKPT_BROWSER_MAX_INDEX_BYTES raises it)")
         with open_regular(path) as f:
-            doc = json.loads(f.read().decode("utf-8"))
+            doc = json.loads(f.read().decode("utf-8"), parse_int=int_from_text)
     except PermissionError:
         raise ShardError("cannot read the index: permission denied") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as e:

@@ -16,6 +16,7 @@ from operator import attrgetter
 from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import DTYPE_BITS, ERROR, Problem, FileInfo, TensorInfo
+from ckpt_browser.readers.standins import int_from_text
 
 _by_offset = attrgetter("begin", "end", "name")
 MAX_HEADER = 100_000_000  # safetensors' MAX_HEADER_SIZE; exactly this is allowed
@@ -76,13 +77,24 @@ def _reject_constant(token: str):
     raise ValueError(f"{token} is not valid JSON")
 
 
+def _loads(text: str):
+    """At C speed; only a header with a number Python refuses to parse (over 4,300 digits)
+    is parsed again, with such numbers as HugeInt, so the tensor's check names it."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as e:
+        if "digits" not in str(e):
+            raise
+    return json.loads(text, parse_constant=_reject_constant, parse_int=int_from_text)
+
+
 def _decode(raw: bytes) -> dict:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ShardError(f"header is not UTF-8 (byte {e.start})") from None
     try:
-        header = json.loads(text, parse_constant=_reject_constant)
+        header = _loads(text)
     except (ValueError, RecursionError) as e:
         raise ShardError(f"header is not valid JSON: {e}") from None
     if not isinstance(header, dict):
@@ -107,7 +119,7 @@ def _duplicates(text: bytes, header: dict) -> list[str]:
         dups.extend(k for k, c in counts.items() if c > 1)
         return dict(pairs)
 
-    json.loads(text, object_pairs_hook=hook)
+    json.loads(text, object_pairs_hook=hook, parse_int=int_from_text)
     return dups
 
 
@@ -172,25 +184,34 @@ def _tensor(tname: str, entry, file: str) -> TensorInfo:
     if bits is None:
         raise ShardError(f"tensor {tname!r}: unknown dtype {dtype!r}")
     if type(shape) is not list:
-        raise ShardError(f"tensor {tname!r}: shape {shape!r} is not a list of non-negative integers")
+        raise ShardError(f"tensor {tname!r}: shape {_shown(shape)} is not a list of "
+                         "non-negative integers")
     numel = 1
     for d in shape:
         if type(d) is not int or d < 0 or d >= U64:
-            raise ShardError(f"tensor {tname!r}: shape {shape!r} is not a list of non-negative integers")
+            raise ShardError(f"tensor {tname!r}: shape {_shown(shape)} is not a list of "
+                             "non-negative integers below 2**64")
         numel *= d
     if type(offsets) is not list or len(offsets) != 2:
-        raise ShardError(f"tensor {tname!r}: data_offsets {offsets!r} is not [begin, end]")
+        raise ShardError(f"tensor {tname!r}: data_offsets {_shown(offsets)} is not [begin, end]")
     begin, end = offsets
     if type(begin) is not int or type(end) is not int or not 0 <= begin <= end < U64:
-        raise ShardError(f"tensor {tname!r}: data_offsets {offsets!r} is not [begin, end] "
-                         "with 0 <= begin <= end")
+        raise ShardError(f"tensor {tname!r}: data_offsets {_shown(offsets)} is not [begin, end] "
+                         "with 0 <= begin <= end < 2**64")
     nbits = numel * bits
     if nbits % 8:
         raise ShardError(f"tensor {tname!r}: {numel} x {dtype} does not end on a byte boundary")
     if nbits >> 3 != end - begin:
-        raise ShardError(f"tensor {tname!r}: shape {shape} of {dtype} needs {nbits >> 3:,} bytes "
-                         f"but data_offsets span {end - begin:,}")
+        need = f"{nbits >> 3:,}" if nbits < 2**200 else "more than 2**64"  # 4,300+ digits fail
+        raise ShardError(f"tensor {tname!r}: shape {_shown(shape)} of {dtype} needs {need} "
+                         f"bytes but data_offsets span {end - begin:,}")
     return TensorInfo(tname, dtype, tuple(shape), file, begin, end, numel)
+
+
+def _shown(value) -> str:
+    """A bounded repr for messages: a shape may hold 20,000 dimensions or 1,000-digit ints."""
+    text = repr(value)
+    return text if len(text) <= 120 else f"{text[:100]}... ({len(text):,} characters)"
 
 
 def _check_layout(tensors: list[TensorInfo], file: str, size: int, n: int) -> list[Problem]:

@@ -40,6 +40,51 @@ class NumpyArray:
     shape: tuple[int, ...]
 
 
+MAX_INT_DIGITS = 1000  # longer ints become a HugeInt (Python cannot print past 4,300 digits)
+_LOG10_2 = 0.30102999566398120
+
+
+@dataclass(frozen=True)
+class HugeInt:
+    """An integer too long to show (or, past 4,300 digits, even to print): its size only."""
+
+    digits: int
+    negative: bool = False
+    exact: bool = True  # False: `digits` may be one short (counting it would take too long)
+
+    def __str__(self) -> str:
+        sign = "a negative" if self.negative else "an"
+        return f"{sign} integer of {'about ' if not self.exact else ''}{self.digits:,} digits"
+
+    __repr__ = __str__
+
+
+def bounded_int(n: int) -> int | HugeInt:
+    """n itself, or a HugeInt when it has more than MAX_INT_DIGITS digits."""
+    bits = abs(n).bit_length()
+    if bits <= 3300:  # under 1,000 digits: the common case costs one bit_length
+        return n
+    low = int((bits - 1) * _LOG10_2) + 1  # the digits of 2**(bits - 1): n has low or low + 1
+    if bits > 400_000:  # 10**low would take seconds to compute
+        return HugeInt(low, n < 0, False)
+    digits = low + 1 if abs(n) >= 10**low else low
+    return n if digits <= MAX_INT_DIGITS else HugeInt(digits, n < 0)
+
+
+def int_from_text(text: str | bytes) -> int | HugeInt:
+    """A decimal integer as JSON or pickle's protocol 0 write it; past MAX_INT_DIGITS digits
+    it is never converted (Python refuses past 4,300)."""
+    if len(text) <= MAX_INT_DIGITS:  # the common case: one len() before the parse
+        return int(text)
+    digits = text.strip().lstrip(b"+-" if isinstance(text, bytes) else "+-")
+    digits = digits.lstrip(b"0" if isinstance(text, bytes) else "0")
+    if len(digits) <= MAX_INT_DIGITS:
+        return int(text)
+    if not digits.isdigit():
+        raise ValueError(f"not a decimal integer ({len(text):,} characters)")
+    return HugeInt(len(digits), text.strip()[:1] in ("-", b"-"))
+
+
 @dataclass(frozen=True)
 class Opaque:
     """An object of a class we do not build: its dotted name, constructor args and state."""

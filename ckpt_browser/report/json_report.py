@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ckpt_browser.model import Checkpoint
+from ckpt_browser.readers.standins import HugeInt
 
 
 def inspect_doc(ckpt: Checkpoint) -> dict:
@@ -75,8 +76,9 @@ def _dcp_rows(f) -> list[dict]:
 
 def strict(obj):
     """Facts read from files may hold NaN or Infinity (a pickled lr, a JSON epoch), which JSON
-    cannot carry: they become the strings "nan", "inf", "-inf"."""
-    if isinstance(obj, float) and not math.isfinite(obj):
+    cannot carry: they become the strings "nan", "inf", "-inf". An integer too long to print
+    (HugeInt) becomes "an integer of N digits"."""
+    if (isinstance(obj, float) and not math.isfinite(obj)) or type(obj) is HugeInt:
         return str(obj)
     if isinstance(obj, dict):
         return {k: strict(v) for k, v in obj.items()}

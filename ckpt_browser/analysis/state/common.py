@@ -123,6 +123,15 @@ def find_optimizer(obj, depth: int = 0):
     return None
 
 
+def set_key(v):
+    """A value from a file as a set or dict key: ints past 2**61 - 1 (which a pickle can make
+    share one hash value, so that every insert compares with every earlier one) and anything
+    but a number or string go in as text (str hashes cannot be made to collide)."""
+    if type(v) in (str, float, bool) or (type(v) is int and -2**61 < v < 2**61):
+        return v
+    return str(v)
+
+
 def as_int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 

@@ -15,7 +15,9 @@ from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.torchfile import read_member
 from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, Problem
-from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile, TensorRef
+from ckpt_browser.readers.standins import (
+    DcpCheckpoint, PickleFile, TensorRef, int_from_text,
+)
 
 # per-rank files read in full; more are only counted
 MAX_RANK_FILES = env_limit("MAX_RANK_FILES", 1024)
@@ -120,6 +122,7 @@ class StateFiles:
             self.problems.append(Problem(ERROR, name, f"item {entry.key} asks to run "
                                          f"{', '.join(unsafe)} when unpickled; not run"))
             return f"unsafe call {unsafe[0]} (not run)"
+        self.problems.extend(problems)  # warnings too: a hash flood, an int too long to print
         return obj if not any(p.severity == ERROR for p in problems) else None
 
     def scalar(self, pf: PickleFile, ref) -> object:
@@ -164,7 +167,8 @@ def read_json(path: str, limit: int) -> tuple[dict | None, str]:
             return None, (f"{size:,} bytes, over the {limit:,}-byte limit for JSON; not read "
                           "(CKPT_BROWSER_MAX_JSON_BYTES raises it)")
         with open_regular(path) as f:
-            doc = json.loads(f.read().decode("utf-8"), parse_constant=_not_json)
+            doc = json.loads(f.read().decode("utf-8"), parse_constant=_not_json,
+                             parse_int=int_from_text)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         return None, f"not valid JSON: {e}"
     except OSError as e:

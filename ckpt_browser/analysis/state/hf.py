@@ -14,6 +14,7 @@ from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.sources import optimizer_sources, weights_sources
 from ckpt_browser.model import WARNING, Component, Problem
 from ckpt_browser.readers.frameworks import Detection
+from ckpt_browser.readers.standins import HugeInt
 
 HF_ARGS = ("seed", "data_seed", "per_device_train_batch_size", "gradient_accumulation_steps",
            "ignore_data_skip", "dataloader_drop_last", "max_steps", "num_train_epochs",
@@ -103,9 +104,11 @@ def _progress(det: Detection, state: dict | None, why: str, out: Found) -> Compo
     out.step = gs
     out.epoch = state.get("epoch") if isinstance(state.get("epoch"), (int, float)) else None
     if gs is None:
+        bad = state.get("global_step")
+        said = f"'s global_step is {bad}, not the step count" if isinstance(bad, HugeInt) \
+            else " has no integer global_step, which is the step count"
         return Component("progress", DAMAGED, ("trainer_state.json",),
-                         "trainer_state.json has no integer global_step, which the resume needs.",
-                         facts)
+                         f"trainer_state.json{said} the resume needs.", facts)
     if det.step is not None and det.step != gs:
         out.problems.append(Problem(WARNING, "trainer_state.json", f"global_step is {gs} but the "
                                     f"folder is named for step {det.step}"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ckpt_browser.analysis.state.common import (DAMAGED, OK, count_tensors, dcp_status, fields,
-                                                find_optimizer, jsonable, missing, num, read_each)
+                                                find_optimizer, jsonable, missing, num, read_each,
+                                                set_key)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
 from ckpt_browser.readers.standins import TensorRef
@@ -31,7 +32,7 @@ def optimizer_facts(sd: dict, scalar: Callable) -> dict:
         keys.update(str(k) for k in st)
         if "step" in st:
             v = jsonable(st["step"], scalar)
-            steps.add(v if isinstance(v, (int, float, str)) else str(v))
+            steps.add(set_key(v))
         avg = st.get("exp_avg")
         if isinstance(avg, TensorRef):
             dtypes.add(avg.dtype)

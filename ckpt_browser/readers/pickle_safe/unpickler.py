@@ -16,6 +16,7 @@ from typing import Any
 from ckpt_browser.readers.pickle_safe.allowlist import TORCH_GLOBALS
 from ckpt_browser.readers.pickle_safe.checks import BadCall
 from ckpt_browser.readers.pickle_safe.containers import HASHED, Containers
+from ckpt_browser.readers.pickle_safe.numbers import Numbers
 from ckpt_browser.readers.pickle_safe.limits import (
     MAX_GLOBALS, MAX_MEMO, MAX_NOTES, MAX_OPS, Limit, elided, short,
 )
@@ -30,11 +31,11 @@ TAKES_CLASSES = frozenset({"copyreg._reconstructor", "copyreg.__newobj__", "copy
                            "torch._tensor._rebuild_from_type_v2", "collections.defaultdict"})
 
 
-class SafeUnpickler(Containers, _P):
+class SafeUnpickler(Numbers, Containers, _P):
     """Restricted unpickler. `allow` maps dotted names to a dtype tag (a value global) or to a
     recorder `fn(unpickler, args) -> object`. `storage_ids`: None, "zip" or "legacy"."""
 
-    dispatch = {**_P.dispatch, **Containers.dispatch}
+    dispatch = {**_P.dispatch, **Containers.dispatch, **Numbers.dispatch}
 
     def __init__(self, file, name: str, allow: dict | None = None, *,
                  storage_ids: str | None = "zip", max_ops: int = MAX_OPS,

@@ -273,7 +273,7 @@ def test_megatron_is_exact():
     assert sample_doc("megatron-run") == want
 
 
-MALICIOUS_OPTIMIZER = ("optimizer.pt asks to run posix.system when unpickled (not run here); "
+MALICIOUS_OPTIMIZER = ("optimizer.pt asks to run posix.system (runs a command) when unpickled (not run here); "
                        "torch.load(weights_only=False) would execute it.")
 HF_NO_RNG = ("no rng_state*.pth: the Trainer only logs an info line and the resumed run draws "
              "different random numbers (dropout, sampling).")

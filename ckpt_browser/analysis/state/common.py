@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ckpt_browser.analysis.state.files import MAX_RANK_FILES
 from ckpt_browser.model import COMPONENTS, ERROR, Component, Problem
+from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.readers.standins import (DcpCheckpoint, NumpyArray, Opaque, PickleFile, TensorRef,
                                            UnsafeCall)
 
@@ -169,7 +170,7 @@ def under(files, rel: str) -> list[str]:
 def safe_fields(out: Found, pf: PickleFile) -> dict:
     """The file's top-level fields, or none (and a problem) when it asks to run code."""
     if pf.unsafe:
-        out.problems.append(Problem(ERROR, pf.name, f"asks to run {', '.join(pf.unsafe)} when "
+        out.problems.append(Problem(ERROR, pf.name, f"asks to run {describe(pf.unsafe)} when "
                                     "unpickled; not run, and its contents are not used"))
         return {}
     return fields(pf.obj)
@@ -187,7 +188,7 @@ def damaged_or_unsafe(kind: str, files, pfs) -> Component | None:
     for pf in pfs:
         if pf.unsafe:
             return Component(kind, UNSAFE, tuple(files),
-                             f"{pf.name} asks to run {', '.join(pf.unsafe)} when unpickled (not "
+                             f"{pf.name} asks to run {describe(pf.unsafe)} when unpickled (not "
                              "run here); torch.load(weights_only=False) would execute it.",
                              {"unsafe": list(pf.unsafe), "file": pf.name})
     for pf in pfs:
@@ -208,7 +209,7 @@ def from_one_pickle(fs, kind: str, files, make: Callable) -> Component:
 def dcp_status(kind: str, files, d: DcpCheckpoint) -> Component | None:
     if d.unsafe:
         return Component(kind, UNSAFE, tuple(files), f"the DCP metadata in {d.folder or '.'} asks "
-                         f"to run {', '.join(d.unsafe)} when unpickled (not run here); torch's "
+                         f"to run {describe(d.unsafe)} when unpickled (not run here); torch's "
                          "own reader would execute it.", {"unsafe": list(d.unsafe)})
     errors = [p.message for p in d.problems if p.severity == ERROR]
     if errors:

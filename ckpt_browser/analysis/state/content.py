@@ -24,6 +24,7 @@ from ckpt_browser.analysis.state.optimizer import optimizer_facts, optimizer_sen
 from ckpt_browser.analysis.state.scheduler import scheduler_facts, scheduler_sentence
 from ckpt_browser.analysis.state.weights import weights_by_name
 from ckpt_browser.model import COMPONENTS, ERROR, Checkpoint, Component, FileInfo
+from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.readers.files import PICKLE_FORMATS
 from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
 
@@ -48,7 +49,7 @@ class Sources:
             if pf is None or f.format not in PICKLE_FORMATS:
                 continue
             if pf.unsafe:
-                self.bad.append((f, UNSAFE, f"{f.name} asks to run {', '.join(pf.unsafe)} when "
+                self.bad.append((f, UNSAFE, f"{f.name} asks to run {describe(pf.unsafe)} when "
                                  "unpickled (not run here); torch.load(weights_only=False) would "
                                  "execute it."))
                 continue

@@ -11,6 +11,7 @@ import zipfile
 import zlib
 from collections.abc import Callable
 
+from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.torchfile import read_member
 from ckpt_browser.limits import env_limit
@@ -120,7 +121,7 @@ class StateFiles:
         obj, unsafe, problems = read_pickle_bytes(data, f"{name} ({entry.key})")
         if unsafe:
             self.problems.append(Problem(ERROR, name, f"item {entry.key} asks to run "
-                                         f"{', '.join(unsafe)} when unpickled; not run"))
+                                         f"{describe(unsafe)} when unpickled; not run"))
             return f"unsafe call {unsafe[0]} (not run)"
         self.problems.extend(problems)  # warnings too: a hash flood, an int too long to print
         return obj if not any(p.severity == ERROR for p in problems) else None

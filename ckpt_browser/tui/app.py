@@ -14,6 +14,7 @@ from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker, WorkerState
 
 from ckpt_browser.analysis.modules import build_modules
+from ckpt_browser.escape import printable
 from ckpt_browser.model import Layout
 from ckpt_browser.analysis.open import iter_tagged
 from ckpt_browser.readers import finish
@@ -195,9 +196,20 @@ class BrowserApp(App[int]):
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.state == WorkerState.ERROR:
-            self.notify(f"Reading stopped: {event.worker.error}", title="Error", severity="error",
-                        timeout=15)
+        """A reader that raised (a bug, not a bad file): say so where "reading…" was, and
+        keep what was read browsable."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        why = printable(f"{type(error).__name__}: {error}")[:300]
+        self.state.failed[event.worker.group] = why
+        self.notify(f"Reading stopped: {why}", title="Error", severity="error", timeout=15,
+                    markup=False)
+        if event.worker.group == "load":
+            self._tree.refresh_shards(self.state.layout.files)
+        if self._tree.mode == "state":
+            self._rebuild_tree()
+        self._summary.refresh_summary()
 
     # -- selection ----------------------------------------------------------------------
     @on(Tree.NodeHighlighted)

@@ -114,7 +114,7 @@ class DiffApp(App[int]):
             self._table.loading = False
             self.comparing = False
             self.notify(f"Stopped: {event.worker.error}", title="Error", severity="error",
-                        timeout=15)
+                        timeout=15, markup=False)  # an error's text is not markup
             if self.result is None:
                 self._load_error = str(event.worker.error)
                 self._refresh_summary()

@@ -10,7 +10,7 @@ from ckpt_browser.escape import printable
 from ckpt_browser.report.text import count, size
 
 STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "missing": "MISSING",
-               "warning": "warning", "unsafe": "UNSAFE"}
+               "warning": "warning", "unsafe": "UNSAFE", "unread": "NOT READ"}
 
 
 def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: int | None,
@@ -18,13 +18,13 @@ def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: 
     """State word first, so it survives a narrow terminal cutting the line; the format is
     named when it is not safetensors (it is what the content is, whatever the name says)."""
     text = Text()
-    if state in ("damaged", "missing", "warning", "unsafe"):
+    if state in ("damaged", "missing", "warning", "unsafe", "unread"):
         text.append(f"! {STATE_WORDS[state]} ", style="bold red" if state != "warning" else "bold yellow")
     text.append(printable(name), style="bold")
     if state == "reading":
         text.append("  reading…", style="dim")
         return text
-    if state == "missing":
+    if state in ("missing", "unread"):
         return text
     kind = "" if fmt == "safetensors" else f"  {fmt}"
     if not tensors and fmt != "safetensors":

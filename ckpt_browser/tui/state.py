@@ -23,6 +23,7 @@ class BrowseState:
     training: TrainingState | None = None  # read after the weights' headers
     resume: ResumeReport | None = None  # the verdict, from the weights and the training state
     pattern: str = ""
+    failed: dict[str, str] = field(default_factory=dict)  # worker group -> why it stopped
 
     def __post_init__(self) -> None:
         self._shown: dict[tuple[str, str, bool], list] = {}  # (pattern, shard, read) -> items
@@ -48,6 +49,11 @@ class BrowseState:
     @property
     def loaded(self) -> bool:
         return self.checkpoint is not None
+
+    @property
+    def training_failure(self) -> str | None:
+        """Why the training state will never arrive (a reader raised), if it will not."""
+        return self.failed.get("training") or self.failed.get("load")
 
     # -- what to show ----------------------------------------------------
     @property
@@ -88,7 +94,7 @@ class BrowseState:
     def shard_state(self, name: str) -> str:
         """'reading', 'ok', 'missing', 'damaged', 'unsafe' or 'warning'."""
         if name not in self.shards:
-            return "reading"
+            return "unread" if "load" in self.failed else "reading"
         f = self.shards[name]
         if f.size is None:
             return "missing"

@@ -38,7 +38,10 @@ class CheckpointTree(Tree[Ref]):
         elif self.mode == "module":
             self._add_module_children(self.root, self.state.module_tree())
         elif self.state.training is None:
-            self.root.add_leaf(Text("reading the training state…", style="dim"), data=Ref("more"))
+            failure = self.state.training_failure
+            text = Text(f"the training state could not be read: {failure}", style="red") \
+                if failure else Text("reading the training state…", style="dim")
+            self.root.add_leaf(text, data=Ref("more"))
         else:
             self._add_items(self.root, state_view.component_items(self.state.training))
         self.root.expand()

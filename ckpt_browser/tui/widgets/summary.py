@@ -27,7 +27,8 @@ def _weights_line(state: BrowseState) -> str:
     nbytes = totals.bytes if state.loaded or not layout.index or layout.index.total_size is None \
         else layout.index.total_size
     params = count(totals.params) if state.loaded else "…"
-    progress = "" if state.loaded else " reading…"
+    failed = state.failed.get("load")
+    progress = "" if state.loaded else f" · stopped: {failed}" if failed else " reading…"
     files = f"{state.total} file{'s' if state.total != 1 else ''}"
     return (f"{files} · {tensors:,} tensors · {params} params · {size(nbytes)}"
             f" · read {state.done}/{state.total}{progress}")
@@ -48,7 +49,9 @@ def _state_line(state: BrowseState, width: int) -> Text:
     (cut to the width: the `t` and `r` views have the rest)."""
     training = state.training
     if training is None:
-        return Text("training state: reading…", style="dim")
+        failure = state.training_failure
+        return Text(f"training state: not read: {failure}", style="bold red") if failure else \
+            Text("training state: reading…", style="dim")
     head = training.framework
     if training.step is not None:
         head += f" · step {training.step}"

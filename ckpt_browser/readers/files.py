@@ -17,7 +17,6 @@ from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.readers.safetensors import MAX_HEADER, read_header
 
 HEAD = 64
-LEGACY_MAGIC_OPS = b"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 TORCH_NAMES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".tar", ".pt2", ".distcp")
 PICKLE_FORMATS = ("torch-zip", "torch-legacy", "pickle", "torchscript", "export")
 NOT_A_CHECKPOINT = ("neither safetensors, a torch zip, a legacy torch file, a pickle nor JSON")
@@ -27,11 +26,8 @@ def sniff(head: bytes) -> str:
     """"safetensors", "zip", "torch-legacy", "pickle", "json" or "other", from the first bytes."""
     if head.startswith(b"PK\x03\x04"):
         return "zip"
-    if head[:1] == b"\x80":
-        if LEGACY_MAGIC_OPS in head[:40]:
-            return "torch-legacy"
-        if len(head) > 1 and 2 <= head[1] <= 5:
-            return "pickle"
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:  # PROTO 2..5
+        return "torch-legacy" if _first_pickle(head) == "legacy" else "pickle"
     if len(head) >= 10:
         (n,) = struct.unpack("<Q", head[:8])
         if 2 <= n <= MAX_HEADER and head[8:].lstrip(b" ")[:1] == b"{":
@@ -39,7 +35,24 @@ def sniff(head: bytes) -> str:
     text = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
     if text in (b"{", b"["):
         return "json"
-    return "other"
+    first = _first_pickle(head)  # protocols 0 and 1 have no header: a pickle that ends here
+    return {"legacy": "torch-legacy", "pickle": "pickle"}.get(first, "other")
+
+
+def sniff_named(head: bytes, name: str) -> str:
+    """sniff, and a file named like a torch file whose first bytes are the start of a pickle
+    is one: protocols 0 and 1 have no header, and the unpickler decides."""
+    kind = sniff(head)
+    if kind == "other" and claimed(name) == "torch" and (
+            head[:1] in (b"(", b"}", b"]", b"c") or _first_pickle(head) == "cut"):
+        return "pickle"
+    return kind
+
+
+def _first_pickle(head: bytes) -> str | None:
+    from ckpt_browser.readers.torchfile import first_pickle
+
+    return first_pickle(head)
 
 
 def claimed(name: str) -> str | None:
@@ -88,9 +101,7 @@ def _read(root: str, name: str, path: str) -> FileInfo:
         return _failed(name, path, None, "cannot read the file: permission denied")
     except OSError as e:
         return _failed(name, path, None, f"cannot read the file: {e.strerror or e}")
-    kind = sniff(head)
-    if kind == "other" and claimed(name) == "torch" and head[:1] in (b"(", b"}", b"]", b"c"):
-        kind = "pickle"  # protocol 0 and 1 pickles have no header; the unpickler decides
+    kind = sniff_named(head, name)
     if kind == "safetensors":
         return read_header(path, name)
     if kind in ("zip", "torch-legacy", "pickle"):

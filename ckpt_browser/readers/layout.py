@@ -13,7 +13,7 @@ from dataclasses import replace
 from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
 from ckpt_browser.model import ERROR, INFO, WARNING, Layout, Problem, natural_key
 from ckpt_browser.readers.detection.dcp import DCP_DATA
-from ckpt_browser.readers.files import NOT_A_CHECKPOINT, head_of, sniff
+from ckpt_browser.readers.files import NOT_A_CHECKPOINT, head_of, sniff_named
 from ckpt_browser.readers.index import read_index
 
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -68,7 +68,7 @@ def _open_layout(path: str) -> Layout:
 
 def _kind(path: str) -> str:
     try:
-        return sniff(head_of(path)[0])
+        return sniff_named(head_of(path)[0], os.path.basename(path))
     except OSError:
         return "unreadable"
 

@@ -22,13 +22,14 @@ from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem
 from ckpt_browser.readers.export import is_export, read_export
 from ckpt_browser.readers.pickle_safe import (
-    ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, Unpickled, describe, short, unpickle,
+    ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, SafeUnpickler, Unpickled, describe,
+    short, unpickle,
 )
 from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
 
 ZIP_MAGIC = b"PK\x03\x04"
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER
-LEGACY_MAGIC_OPS = b"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # LONG1 + 10 bytes, in any protocol
+LEGACY_HEAD = 4096  # where the first pickle is looked for, to tell a legacy file (see is_legacy)
 MAX_CENTRAL_DIRECTORY = env_limit("MAX_ZIP_DIRECTORY_BYTES", 256 * 2**20)
 MAX_STORAGE_PROBLEMS = 10
 LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... name length, extra length
@@ -79,11 +80,11 @@ def _limits() -> tuple:
 
 def read_pickle_file_object(f, name: str, size: int) -> PickleFile:
     """Like read_pickle_file, on an open binary file (or a window into one) of `size` bytes."""
-    head = f.read(64)
+    head = f.read(LEGACY_HEAD)
     f.seek(0)
     if head.startswith(ZIP_MAGIC):
         return _read_zip(f, name, size)
-    if head[:1] == b"\x80" and LEGACY_MAGIC_OPS in head[:40]:
+    if is_legacy(head):
         return _read_legacy(f, name, size)
     return _read_plain(f, name, size, head)
 
@@ -336,46 +337,87 @@ def _extent_problems(name: str, tensors) -> tuple[Problem, ...]:
 
 # -- legacy torch format ---------------------------------------------------------------------
 
-def _read_legacy(f, name: str, size: int) -> PickleFile:
-    unsafe: list[str] = []  # the small pickles around the object can reach for code too
+def first_pickle(head: bytes) -> str | None:
+    """What the first pickle in `head` is: "legacy" (its value is torch's magic number),
+    "pickle" (it ends in `head`), "cut" (its opcodes run to the end of `head`) or None.
+    torch.load compares the first pickle's value with the magic number, however it is written:
+    LONG1 as torch writes it, LONG4, protocol 0's 'L1195...L', behind opcodes that leave
+    nothing. Read with the same restricted unpickler as every pickle, so nothing runs."""
+    if not head:
+        return None
+    u = SafeUnpickler(io.BytesIO(head), "head", storage_ids=None)
+    try:
+        value = u.load()
+    except EOFError:  # no opcode left: what follows the head may continue the pickle
+        return "cut"
+    except Exception:  # noqa: BLE001 - whatever fails here is not the start of a pickle
+        return None
+    finally:
+        u.release()
+    return "legacy" if type(value) is int and value == LEGACY_MAGIC else "pickle"
 
-    def small(what: str):
-        got = unpickle(CappedReader(f, 2**16), name, {}, storage_ids=None)
-        unsafe.extend(got.unsafe)
-        if unsafe:
-            raise _LegacyError(f"legacy torch file: its {what} pickle is unsafe")
+
+def is_legacy(head: bytes) -> bool:
+    return first_pickle(head) == "legacy"
+
+
+def _read_legacy(f, name: str, size: int) -> PickleFile:
+    """torch.load's order: the magic number, the protocol version, the system info, the
+    object and the list of storage keys, five pickles back to back. Each is read like any
+    other pickle: torch.load unpickles them all (weights_only=False), so any can run code."""
+    side = _SidePickles(name)
+    try:
+        if side.value(f, "magic number") != LEGACY_MAGIC:
+            raise _LegacyError("legacy torch file: wrong magic number")
+        if side.value(f, "protocol version") != 1001:
+            raise _LegacyError("legacy torch file: unknown protocol version")
+        info = side.value(f, "system info")
+        problems = []
+        if type(info) is dict and info.get("little_endian") is False:
+            problems.append(Problem(WARNING, name, "saved on a big-endian machine"))
+    except _LegacyError as e:
+        return side.added_to(_failed(name, "torch-legacy", size, str(e)))
+    got = unpickle(CappedReader(f, MAX_PICKLE_BYTES), name, storage_ids="legacy")
+    storages = _locate_legacy(f, got.storages, name, size, problems, side) if got.ok else {}
+    return side.added_to(_result(name, "torch-legacy", size, got, storages, problems))
+
+
+class _SidePickles:
+    """The pickles around the object: their unsafe calls (by pickle) and warnings."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.unsafe: dict[str, str] = {}  # qualname -> the first pickle that calls it
+        self.warnings: list[Problem] = []
+
+    def read(self, f, what: str) -> Unpickled:
+        got = unpickle(CappedReader(f, MAX_PICKLE_BYTES), self.name, storage_ids=None)
+        for qual in got.unsafe:
+            self.unsafe.setdefault(qual, what)
+        if got.ok:
+            self.warnings.extend(got.problems)
+        return got
+
+    def value(self, f, what: str):
+        got = self.read(f, what)
         if not got.ok:
             raise _LegacyError(f"legacy torch file: cannot read the {what}: "
                                f"{got.problems[-1].message}")
         return got.obj
 
-    try:
-        if small("magic number") != LEGACY_MAGIC:
-            raise _LegacyError("legacy torch file: wrong magic number")
-        if small("protocol version") != 1001:
-            raise _LegacyError("legacy torch file: unknown protocol version")
-        info = small("system info")
-        problems = []
-        if type(info) is dict and info.get("little_endian") is False:
-            problems.append(Problem(WARNING, name, "saved on a big-endian machine"))
-    except _LegacyError as e:
-        failed = _failed(name, "torch-legacy", size, str(e))
-        return _with_unsafe(failed, name, unsafe)
-    got = unpickle(CappedReader(f, MAX_PICKLE_BYTES), name, storage_ids="legacy")
-    storages = (_locate_legacy(f, got.storages, name, size, problems, unsafe)
-                if got.ok else {})
-    return _with_unsafe(_result(name, "torch-legacy", size, got, storages, problems), name,
-                        unsafe)
+    def added_to(self, pf: PickleFile) -> PickleFile:
+        from dataclasses import replace
 
-
-def _with_unsafe(pf: PickleFile, name: str, unsafe: list[str]) -> PickleFile:
-    from dataclasses import replace
-
-    extra = tuple(u for u in dict.fromkeys(unsafe) if u not in pf.unsafe)
-    if not extra:
-        return pf
-    return replace(pf, unsafe=pf.unsafe + extra,
-                   problems=pf.problems + unsafe_problems(name, extra))
+        extra = {q: what for q, what in self.unsafe.items() if q not in pf.unsafe}
+        problems = [p for p in dict.fromkeys(self.warnings) if p not in pf.problems]
+        for what in dict.fromkeys(extra.values()):
+            names = tuple(q for q, w in extra.items() if w == what)
+            problems.append(Problem(ERROR, self.name, f"unsafe: its {what} pickle calls "
+                                    f"{describe(names)} when loaded (not run here; "
+                                    "torch.load(weights_only=False) unpickles it too)"))
+        if not problems:
+            return pf
+        return replace(pf, unsafe=pf.unsafe + tuple(extra), problems=pf.problems + tuple(problems))
 
 
 class _LegacyError(Exception):
@@ -383,11 +425,10 @@ class _LegacyError(Exception):
 
 
 def _locate_legacy(f, declared, name, size, problems,
-                   unsafe: list[str]) -> dict[str, tuple[int, int]]:
+                   side: _SidePickles) -> dict[str, tuple[int, int]]:
     """After the object: a pickled list of storage keys, then per key an 8-byte element count
     and the raw bytes. Only the counts are read."""
-    keys = unpickle(CappedReader(f, MAX_PICKLE_BYTES), name, {}, storage_ids=None)
-    unsafe.extend(keys.unsafe)
+    keys = side.read(f, "storage keys")
     if not keys.ok or type(keys.obj) is not list:
         problems.append(Problem(ERROR, name, "legacy torch file: the list of storage keys "
                                 "after the object is missing or unreadable (truncated?)"))
@@ -440,6 +481,9 @@ def _read_plain(f, name: str, size: int, head: bytes) -> PickleFile:
                        f"({got.problems[-1].message})")
     problems = []
     rest = size - buf.tell()  # the reader stops right after the STOP opcode
+    if got.ok and rest > 0 and type(got.obj) is int and got.obj == LEGACY_MAGIC:
+        f.seek(0)  # a legacy file whose first pickle is longer than the head looked at
+        return _read_legacy(f, name, size)
     if got.ok and rest > 0:
         problems.append(Problem(WARNING, name, f"{rest:,} bytes after the end of the pickle "
                                 "(more pickles?); not read"))

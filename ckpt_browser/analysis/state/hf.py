@@ -12,7 +12,7 @@ from ckpt_browser.analysis.state.rng import RANK_IN_NAME, add_rng
 from ckpt_browser.analysis.state.scaler import fp16_scaler_missing, scaler_file
 from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.sources import optimizer_sources, weights_sources
-from ckpt_browser.model import WARNING, Component, Problem
+from ckpt_browser.model import ERROR, WARNING, Component, Problem
 from ckpt_browser.readers.frameworks import Detection
 from ckpt_browser.readers.standins import HugeInt
 
@@ -107,6 +107,8 @@ def _progress(det: Detection, state: dict | None, why: str, out: Found) -> Compo
         bad = state.get("global_step")
         said = f"'s global_step is {bad}, not the step count" if isinstance(bad, HugeInt) \
             else " has no integer global_step, which is the step count"
+        if isinstance(bad, HugeInt):
+            out.problems.append(Problem(ERROR, "trainer_state.json", f"global_step is {bad}"))
         return Component("progress", DAMAGED, ("trainer_state.json",),
                          f"trainer_state.json{said} the resume needs.", facts)
     if det.step is not None and det.step != gs:

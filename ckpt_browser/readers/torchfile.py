@@ -9,6 +9,7 @@ past the pickles. Everything else is a plain pickle, capped at 64 MiB.
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 import struct
@@ -26,6 +27,10 @@ from ckpt_browser.readers.pickle_safe import (
     short, unpickle,
 )
 from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
+from ckpt_browser.readers.zipcheck import check_zip
+from ckpt_browser.readers.zipentries import (
+    check_records, crc_problem, raw_name, unchecked, with_zipfile_view,
+)
 
 ZIP_MAGIC = b"PK\x03\x04"
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER
@@ -166,6 +171,7 @@ def unsafe_problems(name: str, unsafe) -> tuple[Problem, ...]:
 # -- torch zip -------------------------------------------------------------------------------
 
 def _read_zip(f, name: str, size: int) -> PickleFile:
+    zf = check = None
     try:
         end = zipfile._EndRecData(f)  # the end-of-central-directory record, as ZipFile reads it
         if end is None:
@@ -177,45 +183,55 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
                            f"{MAX_CENTRAL_DIRECTORY:,}-byte limit "
                            "(CKPT_BROWSER_MAX_ZIP_DIRECTORY_BYTES raises it)")
         zf = zipfile.ZipFile(f)
+        check = check_zip(f, zf, size, name, MAX_CENTRAL_DIRECTORY)
+        entries = with_zipfile_view(f, zf, check.entries, check.starts, size)
         export_root = is_export(zf)
         if export_root is not None:
-            return read_export(zf, export_root, name, size,
-                               lambda member: _data_start(f, member, size))
+            pf = read_export(zf, export_root, name, size,
+                             lambda member: _data_start(f, member, size, check.starts))
+            return _checked(pf, f, entries, check, (b"", -1), name)
         root, info = _data_pkl(zf)
         if info is None:
             names = ", ".join(zf.namelist()[:5]) or "none"
-            return _failed(name, "torch-zip", size, f"zip without data.pkl: not a torch.save "
-                           f"file (entries: {names})")
+            failed = _failed(name, "torch-zip", size, f"zip without data.pkl: not a torch.save "
+                             f"file (entries: {names})")
+            return _checked(failed, f, entries, check, (b"", -1), name)
         if info.file_size > MAX_PICKLE_BYTES:
-            return _failed(name, "torch-zip", size, f"{info.filename} is {info.file_size:,} bytes, "
-                           f"over the {MAX_PICKLE_BYTES:,}-byte limit; not read "
-                           "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
-        data = read_member(zf, info, MAX_PICKLE_BYTES + 1)
+            failed = _failed(name, "torch-zip", size, f"{info.filename} is "
+                             f"{info.file_size:,} bytes, over the {MAX_PICKLE_BYTES:,}-byte "
+                             "limit; not read (CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
+            return _checked(failed, f, entries, check, (b"", -1), name)
+        data = read_member(zf, info, MAX_PICKLE_BYTES + 1, verify=False)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error,
             NotImplementedError, RuntimeError) as e:  # RuntimeError: an encrypted entry
-        return _failed(name, "torch-zip", size, f"unreadable zip: {e}")
+        failed = _failed(name, "torch-zip", size, f"unreadable zip: {e}")
+        if check is None:  # zipfile gave up: torch's reader may not (what would it see?)
+            check = check_zip(f, zf, size, name, MAX_CENTRAL_DIRECTORY)
+        return _checked(failed, f, check.entries, check, (b"", -1), name)
     got = unpickle(io.BytesIO(data), name, storage_ids="zip")
-    problems = _byteorder(zf, root, name) + _escaping_names(zf, name)
-    storages = _locate_zip(f, zf, root, got.storages, name, size, problems)
+    problems = _byteorder(zf, root, name)
+    bad_crc = None if unchecked(entries) else \
+        crc_problem(info.filename, data, info.CRC, info.file_size, name)
+    problems += [bad_crc] if bad_crc else []
+    storages = _locate_zip(f, zf, root, got.storages, name, size, problems, check.starts)
     kind = "torch-zip"
     if any(n.startswith(f"{root}/code/") for n in zf.NameToInfo):
         kind = "torchscript"
         problems.append(Problem(INFO, name, "a TorchScript archive (torch.jit.save): its tensors "
                                 "are listed; torch.jit.load compiles and runs the TorchScript in "
                                 "its code/ folder, which is never run here"))
-    return _result(name, kind, size, got, storages, problems)
+    pf = _result(name, kind, size, got, storages, problems)
+    return _checked(pf, f, entries, check, (raw_name(info), info.header_offset), name)
 
 
-def _escaping_names(zf: zipfile.ZipFile, name: str) -> list[Problem]:
-    """Entry names that climb out of the archive (../, /abs): nothing is extracted here,
-    but unzip or a careless loader would write there."""
-    bad = [n for n in zf.namelist()
-           if n.startswith(("/", "\\")) or ".." in n.replace("\\", "/").split("/")]
-    if not bad:
-        return []
-    return [Problem(WARNING, name, f"{len(bad)} zip entr{'y' if len(bad) == 1 else 'ies'} "
-                    f"name a path outside the archive (path traversal), e.g. {bad[0]!r}; "
-                    "nothing is extracted here, but unzip would write outside the folder")]
+def _checked(pf: PickleFile, f, entries, check, shown, name) -> PickleFile:
+    """The file as read, plus what the differential checks and the other pickles found."""
+    from dataclasses import replace
+
+    more, unsafe = check_records(f, entries, check.starts, shown, name)
+    unsafe = tuple(u for u in unsafe if u not in pf.unsafe)
+    return replace(pf, unsafe=pf.unsafe + unsafe,
+                   problems=pf.problems + tuple(check.problems) + tuple(more))
 
 
 def _data_pkl(zf: zipfile.ZipFile) -> tuple[str, zipfile.ZipInfo | None]:
@@ -233,9 +249,15 @@ def _data_pkl(zf: zipfile.ZipFile) -> tuple[str, zipfile.ZipInfo | None]:
     return "", None
 
 
-def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes:
+def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int,
+                verify: bool = True) -> bytes:
     """At most `limit` bytes of a member, 1 MiB at a time: zipfile sizes one read by the
-    compressed size the entry claims, so a 1 KB file claiming 2 GiB would allocate 2 GiB."""
+    compressed size the entry claims, so a 1 KB file claiming 2 GiB would allocate 2 GiB.
+    verify=False skips zipfile's CRC check (which raises, losing the bytes): the caller
+    checks the CRC itself and still shows what torch.load would read."""
+    if not verify:
+        info = copy.copy(info)
+        info.CRC = None  # zipfile then skips its check
     out = bytearray()
     with zf.open(info) as member:
         while len(out) < limit:
@@ -251,15 +273,16 @@ def _byteorder(zf: zipfile.ZipFile, root: str, name: str) -> list[Problem]:
     if info is None or info.file_size > 16:
         return []
     try:
-        order = read_member(zf, info, 16).decode("ascii", "replace").strip()
-    except Exception:  # noqa: BLE001 - a damaged byteorder record: the CRC check reports it
+        order = read_member(zf, info, 16, verify=False).decode("ascii", "replace").strip()
+    except Exception:  # noqa: BLE001 - a damaged byteorder record
         return [Problem(WARNING, name, f"{info.filename} cannot be read")]
     if order != "little":
         return [Problem(WARNING, name, f"storages are {order}-endian; the sizes below still hold")]
     return []
 
 
-def _locate_zip(f, zf, root, declared, name, size, problems) -> dict[str, tuple[int, int]]:
+def _locate_zip(f, zf, root, declared, name, size, problems,
+                starts) -> dict[str, tuple[int, int]]:
     """Find each declared storage's bytes: one 30-byte local-header read per record."""
     storages: dict[str, tuple[int, int]] = {}
     bad: list[str] = []
@@ -277,7 +300,7 @@ def _locate_zip(f, zf, root, declared, name, size, problems) -> dict[str, tuple[
         if info.file_size < need:
             bad.append(f"storage record {record} has {info.file_size:,} bytes but the tensor "
                        f"needs {need:,}")
-        start = _data_start(f, info, size)
+        start = _data_start(f, info, size, starts)
         if start is None:
             bad.append(f"storage record {record}: no local header at byte {info.header_offset:,}")
             continue
@@ -291,9 +314,13 @@ def _locate_zip(f, zf, root, declared, name, size, problems) -> dict[str, tuple[
     return storages
 
 
-def _data_start(f, info: zipfile.ZipInfo, size: int) -> tuple[int, int] | None:
+def _data_start(f, info: zipfile.ZipInfo, size: int,
+                starts: dict[int, int]) -> tuple[int, int] | None:
     """(where a member's bytes start in the file, their length), from its 30-byte local
-    header; None when there is no local header where the central directory says."""
+    header (already read by the checks, mostly); None when there is no local header where
+    the central directory says."""
+    if info.header_offset in starts:
+        return starts[info.header_offset], info.file_size
     f.seek(info.header_offset)
     header = f.read(LOCAL_HEADER.size)
     if len(header) < LOCAL_HEADER.size or header[:4] != ZIP_MAGIC:

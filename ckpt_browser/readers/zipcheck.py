@@ -125,7 +125,7 @@ WHY = {
     "traversal": "naming a path outside the archive (path traversal); nothing is extracted "
                  "here, but unzip would write outside the folder",
     "twice": "listed twice in the central directory (Python's zipfile reads the last copy, "
-             "torch's reader often the first)",
+             "torch's reader whichever its sorted lookup lands on)",
     "case": "whose name differs from another entry's only in case (torch's reader looks "
             "names up ignoring case)",
 }

@@ -200,6 +200,7 @@ def _outside(spans: list[tuple[int, int, str]], d: Directory, size: int) -> list
     if not gaps:
         return []
     a, b, where = gaps[0]
-    more = f" (and {len(gaps) - 1:,} more stretches)" if len(gaps) > 1 else ""
+    more = f" (and {len(gaps) - 1:,} more stretch{'es' if len(gaps) > 2 else ''})" \
+        if len(gaps) > 1 else ""
     return [f"bytes {a:,}-{b:,} lie outside any zip entry, {where}{more}; torch.save writes "
             "none, and a reader that streams local headers may find hidden entries there"]

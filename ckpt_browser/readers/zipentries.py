@@ -36,8 +36,8 @@ def crc_problem(text: str, data: bytes, crc: int, usize: int, name: str) -> Prob
         return None
     return Problem(ERROR, name, f"zip entry {text!r} fails its CRC-32 check (its {len(data):,} "
                    f"bytes do not match the checksum and size its entry records; torch.load "
-                   "reads it anyway, zipfile and unzip refuse it): other readers may see "
-                   "different contents than shown here")
+                   "reads it anyway, zipfile refuses it, unzip reports it damaged): other "
+                   "readers may see different contents than shown here")
 
 
 def check_records(f, entries: list[Entry], starts: dict[int, int], shown: tuple[bytes, int],

@@ -41,6 +41,8 @@ def _tensor(storage, offset, size, stride, requires_grad, dtype=None) -> TensorR
     if type(offset) is not int or not 0 <= offset < U63:
         raise BadCall(f"storage offset is {short(offset)}")
     shape, strides = dims(size, "size"), dims(stride, "stride")
+    if not strides and shape:  # torch's set_ takes no stride as the contiguous one
+        strides = _contiguous(shape)
     if len(shape) != len(strides):
         raise BadCall(f"size {shape} and stride {strides} differ in length")
     base, numel = storage.storage_offset, storage.storage_numel
@@ -51,6 +53,14 @@ def _tensor(storage, offset, size, stride, requires_grad, dtype=None) -> TensorR
         base, numel = base * unit // size_of, numel * unit // size_of
     return TensorRef(dtype or storage.dtype, shape, strides, storage.storage_key, base + offset,
                      numel, requires_grad is True)
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.insert(0, acc)
+        acc *= max(d, 1)
+    return tuple(strides)
 
 
 def rebuild_tensor(u, args):  # _rebuild_tensor(storage, offset, size, stride)

@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from ckpt_browser.model import ERROR
 from ckpt_browser.readers.pickle_safe import short, unpickle
+from ckpt_browser.readers.pickle_safe.containers import DIFFERS
 from ckpt_browser.readers.pickle_safe.dtypes import TAG_GLOBALS
 from ckpt_browser.readers.standins import Opaque, TensorRef
 from ckpt_browser.readers.torchfile import read_pickle_file_object
@@ -166,14 +167,12 @@ def differs(ours, theirs, path: str = "", seen: set | None = None) -> str | None
 # Differences found, left to the policy's rewrite (allowlist, recorders and calls); reported.
 # Torch builds these, we keep a stand-in (mostly saying weights_only would refuse the file):
 KNOWN_GAPS = (
+    # kept as silent records, not as tags: no itemsize to describe them by
     r"torch torch\.u?int[1-7],",  # the sub-byte dtypes torch.int1..7 and uint1..7
     r"torch built a qscheme",  # torch.per_tensor_affine ... (quantization schemes)
     r"torch tuple of 0, we Opaque\(qualname='torch\.Size'",  # torch.Size() with no argument
     r"torch bytearray\(.*we Opaque\(qualname='builtins\.by",  # bytearray(n) of a count
     r"torch built a (Typed|Untyped)Storage",  # a storage object called or NEWOBJ'd
-    # NEWOBJ of an allowlisted class: torch runs only cls.__new__, which ignores arguments
-    r"torch (set|frozenset)\(\), we Opaque\(qualname='builtins\.",
-    r"torch a dict of 0, we Opaque\(qualname='collections\.(OrderedDict|Counter)'",
     r"stride is \([^)]*-\d",  # a negative stride, which torch's set_ takes
     r"we have Opaque\(qualname='torch\.(cuda\.|sparse\.)?\w*Tensor'",  # torch.FloatTensor()
     r"we Opaque\(qualname='_codecs\.encode'",  # encode(text) in utf-8, or another codec
@@ -189,9 +188,8 @@ def known_gap(why: str, data: bytes, problems) -> bool:
     text = "\n".join([why, *(p.message for p in problems)])
     if any(re.search(gap, text) for gap in KNOWN_GAPS):
         return True
-    # BUILD on a tensor: torch calls tensor.set_(*state) (its legacy form); we keep the tensor
-    return why.split(": ", 1)[-1].startswith("torch ('") and b"b" in data and any(
-        op.name == "BUILD" for op, _, _ in _ops(data))
+    # what the listing says it cannot follow (BUILD on a tensor: torch calls set_(*state))
+    return any(DIFFERS in p.message for p in problems)
 
 
 def _ops(data: bytes):

@@ -171,3 +171,31 @@ def _torch_zip_of(pkl: bytes) -> bytes:
     from tests.malicious.make_corpus import torch_zip
 
     return torch_zip(pkl)
+
+
+def test_torchs_own_allowlist_is_data():
+    import torch._weights_only_unpickler as weights_only
+
+    from ckpt_browser.readers.pickle_safe.allowlist import TORCH_GLOBALS
+    from ckpt_browser.readers.pickle_safe.policy import is_data
+
+    missing = [name for name in weights_only._get_allowed_globals()
+               if not is_data(name) and name not in TORCH_GLOBALS]
+    assert missing == []
+
+
+@pytest.mark.parametrize("cls,empty", [("collections.OrderedDict", {}), ("builtins.set", set()),
+                                       ("collections.Counter", {}), ("collections.deque", [])])
+def test_newobj_of_a_container_is_empty_as_pickle_builds_it(cls, empty):
+    # NEWOBJ runs only cls.__new__, which ignores the items; torch's loader builds it empty too
+    module, name = cls.rsplit(".", 1)
+    got = read(dumps(NewObj(G(module, name), ([(1, 2)],)), 2))
+    assert got.obj == empty and got.unsafe == ()
+
+
+def test_build_on_a_tensor_even_with_an_empty_state_is_a_finding():
+    # torch calls tensor.set_(*state): an empty state empties the tensor
+    from tests.malicious.make_corpus import tensor
+
+    got = read(dumps({"w": Build(tensor("0", (3,)), [])}, 2))
+    assert any("BUILD on a tensor" in m for m in warnings_of(got)), got.problems

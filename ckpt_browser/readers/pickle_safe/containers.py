@@ -64,7 +64,8 @@ class Containers(Hashing):
             kind._pickle_build(inst, state)
         elif kind is dict and type(state) is dict and state.keys() <= {"_metadata"}:
             pass  # an OrderedDict's attributes: a state_dict's _metadata changes no item
-        elif state:  # real pickle calls __setstate__ or sets attributes; we drop the state
+        elif state or kind is TensorRef:  # real pickle calls __setstate__ (a tensor's set_
+            # takes even an empty state) or sets attributes; we drop the state
             self.note(f"the pickle sets the state of {_what(inst)} (BUILD on {_what(inst)}); "
                       f"{DIFFERS}")
     dispatch[pickle.BUILD[0]] = load_build

@@ -156,6 +156,13 @@ def is_unsafe(qualname: str) -> bool:
 
 
 
+# the rest of torch's weights_only allowlist: legacy tensor types, sub-byte dtypes, qschemes
+DATA |= {f"torch.{where}{kind}Tensor" for where in ("", "cuda.", "sparse.", "cuda.sparse.")
+         for kind in ("BFloat16", "Bool", "Byte", "Char", "Double", "Float", "Half", "Int",
+                      "Long", "Short")}
+DATA |= {f"torch.{u}int{n}" for u in ("", "u") for n in range(1, 8)}
+DATA |= {f"torch.per_{q}" for q in ("channel_affine", "channel_affine_float_qparams",
+                                    "channel_symmetric", "tensor_affine", "tensor_symmetric")}
 DATA_PREFIXES = ("__torch__.",)  # TorchScript's own type names: torch.jit.load never imports
 STDLIB = frozenset(sys.stdlib_module_names) | {"__builtin__", "copy_reg"}
 # your own record classes and enums, as torch.serialization.add_safe_globals would take them:

@@ -26,6 +26,10 @@ from ckpt_browser.readers.standins import Opaque, UnsafeCall
 
 _P = pickle._Unpickler  # the pure-Python unpickler: its opcodes can be hooked one by one
 GETATTR = ("builtins.getattr", "__builtin__.getattr")
+# mutable builtins whose __new__ ignores its arguments (their __init__ takes the items)
+EMPTY_NEW = {"collections.OrderedDict": dict, "collections.Counter": dict,
+             "collections.defaultdict": dict, "collections.deque": list, "builtins.set": set,
+             "builtins.dict": dict, "builtins.list": list, "builtins.bytearray": bytearray}
 # recorders whose arguments are classes or tensors' state, never objects whose methods they call
 TAKES_CLASSES = frozenset({"copyreg._reconstructor", "copyreg.__newobj__", "copyreg.__newobj_ex__",
                            "torch._tensor._rebuild_from_type_v2", "collections.defaultdict"})
@@ -197,6 +201,8 @@ class SafeUnpickler(Numbers, Containers, _P):
         if not self.is_global(func):  # the result of a call, called again: whatever it is runs
             return self.unsafe_call(f"a {qual} object", args)
         recorder = self.allow.get(qual)
+        if new and qual in EMPTY_NEW:  # NEWOBJ runs only __new__, which ignores the arguments
+            return EMPTY_NEW[qual]()
         taken = self._object_argument(args)
         if taken is not None and qual not in TAKES_CLASSES:
             # a data constructor consuming a rebuilt object runs that object's methods

@@ -51,7 +51,7 @@ def test_colliding_dict_keys_are_bounded_and_said(kind, protocol):
     assert kept == keys[:hashing.PER_HASH]  # the first 32 as they are, in order
     assert all(k.endswith("sharing a hash value>") for k in obj if type(k) is str)
     flood = [p for p in problems if "share a hash value" in p]
-    assert flood == [f"warning: f.pkl: 5,000 keys of one dict or set share a hash value "
+    assert flood == [f"error: f.pkl: 5,000 keys of one dict or set share a hash value "
                      f"(a hash-flooding attack?); 4,968 are shown under placeholder keys"]
 
 

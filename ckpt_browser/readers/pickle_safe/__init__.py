@@ -105,7 +105,8 @@ def unpickle(file, name: str, allow: dict | None = None, *, storage_ids: str | N
     if ok and u.saw_getattr and "builtins.getattr" not in u.unsafe and _bare_getattr(obj):
         u.unsafe["builtins.getattr"] = None  # kept as a value: whoever calls it reaches anything
     imports = {q: how for q, how in u.imports.items() if q not in u.unsafe}
-    notes = [Problem(WARNING, name, n) for n in u.notes]
+    notes = [Problem(ERROR if any(w in n for w in HOSTILE) else WARNING, name, n)
+             for n in u.notes]
     if imports:
         notes.insert(0, Problem(WARNING, name, imports_message(imports)))
     if u.note_count > len(u.notes):
@@ -113,6 +114,10 @@ def unpickle(file, name: str, allow: dict | None = None, *, storage_ids: str | N
         notes.append(Problem(WARNING, name, f"... and {more:,} more warnings like these"))
     problems[:0] = notes
     return Unpickled(obj, ok, tuple(u.unsafe), tuple(imports), tuple(problems), u.storages)
+
+
+# notes about content built to exhaust a loader: no checkpoint writer makes it, so an error
+HOSTILE = ("pickle bomb", "hash-flooding")
 
 
 def imports_message(imports: dict[str, str]) -> str:

@@ -57,7 +57,15 @@ UNSAFE_NAMES = frozenset({
     "numpy.tofile",
 })
 
-_WHAT = (  # (prefix, what it does): the extra words for a known name
+_WHAT = (  # (prefix, what it does): the extra words for a known name; first match wins
+    (("importlib.machinery.SourceFileLoader.set_data", "importlib._bootstrap_external.",
+      "torch.from_file", "distutils.file_util", "numpy.savetxt", "numpy.lib.npyio.DataSource"),
+     "opens or writes files"),
+    (("pydoc.pipepager", "pydoc.tempfilepager", "pydoc.pager", "multiprocessing.util.spawnv",
+      "torch._inductor.cpp_builder.run_compile_cmd"), "runs a command"),
+    (("dataclasses._create_fn", "idlelib", "numpy.f2py", "torch.utils.benchmark"),
+     "runs Python code"),
+    (("builtins.dict.get",), "looks up any builtin (exec, eval ...) by name"),
     (("os.system", "posix.system", "nt.system", "os.popen", "subprocess", "_posixsubprocess",
       "pty", "imaplib.IMAP4_stream", "uuid._get_command_stdout", "_osx_support", "mailcap",
       "torch.utils.collect_env", "torch.distributed.elastic.multiprocessing", "ensurepip",

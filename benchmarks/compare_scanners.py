@@ -17,7 +17,9 @@ How each tool is run, each from an empty temporary working folder (RLIMIT_AS 4 G
 - ours: `python -m ckpt_browser inspect --json PATH` and `check --json PATH` on the case's path
   (what the corpus tests open). Flagged: inspect exits 2 or 5 (a damaged or unsafe file), or a
   problem or finding of either says "unsafe" (noted); "warned" when inspect exits 0 with a
-  warning (a bounded bomb, an odd persistent id ...).
+  warning (a listing that may differ, an odd persistent id ...). Each of our commands runs under a
+  wrapper that records its wall time and peak RSS; the summary gives the worst of each (the
+  issue's bound: every case within 10 s and 1 GiB).
 - picklescan: `picklescan -p FILE` (its default mode). Flagged: "Infected files" > 0 (suspicious
   globals alone leave its exit code 0, so they count as missed); exit 2 otherwise is an error.
 - modelscan: `modelscan -p FILE -r json -o REPORT`. Flagged: any issue in the report; errors in
@@ -101,6 +103,8 @@ class Verdict:
     word: str  # flagged | missed | error, and for ours warned
     note: str = ""
     unsafe_by_own_verdict: bool = False  # fickling: rated anything above LIKELY_SAFE
+    seconds: float = 0.0  # ours: the slowest of its commands
+    maxrss_mb: float = 0.0  # ours: the largest peak RSS of its commands
 
     def __str__(self) -> str:
         return self.word + (f" ({self.note})" if self.note else "")
@@ -117,6 +121,29 @@ def run(argv: list[str], cwd: Path, timeout: float) -> tuple[int | str, str, str
     return p.returncode, p.stdout, p.stderr
 
 
+MEASURED = r"""
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+p = subprocess.run(sys.argv[2:], stdin=subprocess.DEVNULL)
+took = time.perf_counter() - t
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+open(sys.argv[1], "w").write(json.dumps([took, rss]))
+sys.exit(p.returncode)
+"""
+
+
+def run_measured(argv: list[str], cwd: Path, timeout: float):
+    """run() for one of our commands, with (seconds, peak RSS in MB) of the command alone."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        where = f.name
+    try:
+        rc, out, err = run([sys.executable, "-c", MEASURED, where, *argv], cwd, timeout)
+        took, rss = _json(Path(where).read_text() or "null") or (timeout, 0.0)
+    finally:
+        os.unlink(where)
+    return rc, out, err, took, rss
+
+
 def _json(text: str):
     try:
         return json.loads(text)
@@ -125,23 +152,24 @@ def _json(text: str):
 
 
 def ours(path: Path, cwd: Path, timeout: float) -> Verdict:
-    rc, out, err = run([sys.executable, "-m", "ckpt_browser", "inspect", "--json", str(path)],
-                       cwd, timeout)
+    rc, out, err, t1, m1 = run_measured(
+        [sys.executable, "-m", "ckpt_browser", "inspect", "--json", str(path)], cwd, timeout)
     if rc not in (0, 2, 5):  # a timeout, a crash, or exit 1 (a bug)
-        return Verdict("error", f"inspect {rc}")
+        return Verdict("error", f"inspect {rc}", seconds=t1, maxrss_mb=m1)
     doc = _json(out) or {}
     said = [p.get("message", "") for p in doc.get("problems") or [] if p.get("severity") == "error"]
-    crc, cout, _ = run([sys.executable, "-m", "ckpt_browser", "check", "--json", str(path)],
-                       cwd, timeout)
+    crc, cout, _, t2, m2 = run_measured(
+        [sys.executable, "-m", "ckpt_browser", "check", "--json", str(path)], cwd, timeout)
+    bounds = {"seconds": max(t1, t2), "maxrss_mb": max(m1, m2)}
     verdicts = _json(cout) or []
     for d in verdicts if isinstance(verdicts, list) else [verdicts]:
         said += [f.get("message", "") for f in (d or {}).get("findings") or []]
     unsafe = any(re.search(r"\bunsafe\b", s, re.I) for s in said)
     if rc in (2, 5) or unsafe:
-        return Verdict("flagged", "unsafe" if unsafe else f"inspect {rc}")
+        return Verdict("flagged", "unsafe" if unsafe else f"inspect {rc}", **bounds)
     if any(p.get("severity") == "warning" for p in doc.get("problems") or []):
-        return Verdict("warned")
-    return Verdict("missed", f"check {crc}" if crc not in (0, 3, 4) else "")
+        return Verdict("warned", **bounds)
+    return Verdict("missed", f"check {crc}" if crc not in (0, 3, 4) else "", **bounds)
 
 
 def picklescan(bin_dir: Path, path: Path, cwd: Path, timeout: float) -> Verdict:
@@ -226,6 +254,10 @@ def summary(rows, controls) -> str:
     out.append(f"(fickling's own verdict, anything above LIKELY_SAFE: {len(own)}/{n} cases, "
                f"false positives {len(own_fp)}/{len(controls)}"
                + (f": {own_fp})" if own_fp else ")"))
+    slow = max(rows + controls, key=lambda r: r[1]["ours"].seconds)
+    big = max(rows + controls, key=lambda r: r[1]["ours"].maxrss_mb)
+    out.append(f"ours, slowest command: {slow[1]['ours'].seconds:.2f} s ({slow[0]}); largest "
+               f"peak RSS: {big[1]['ours'].maxrss_mb:.0f} MB ({big[0]})")
     theirs = lambda v: [t for t in SCANNERS if v[t].word == "flagged"]
     beat_us = [name for name, v in rows if theirs(v) and v["ours"].word != "flagged"]
     only_us = [name for name, v in rows if not theirs(v) and v["ours"].word == "flagged"]

@@ -227,13 +227,67 @@ def markers_in(*folders: Path, recursive: tuple[Path, ...] = ()) -> list[str]:
     return found
 
 
+class ProbeServers:
+    """Warm parents (probe_server.py) that fork one child per case: the imports are paid once
+    per server, not once per case. One server per pool thread, handed out through a queue."""
+
+    def __init__(self, home: Path):
+        import queue
+
+        self.home, self.free, self.all = home, queue.Queue(), []
+
+    def _start(self) -> subprocess.Popen | None:
+        self.home.mkdir(exist_ok=True)
+        p = subprocess.Popen([sys.executable, "-m", "tests.malicious.probe_server"],
+                             cwd=self.home, env=child_env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        self.all.append(p)
+        return p if p.stdout.readline().strip() == '{"ready": true}' else None
+
+    def run(self, request: dict) -> dict | None:
+        """The server's answer, or None when no server could answer (then run it alone)."""
+        server = None if self.free.empty() else self.free.get()
+        server = server or self._start()
+        if server is None:
+            return None
+        try:
+            server.stdin.write(json.dumps(request) + "\n")
+            server.stdin.flush()
+            line = server.stdout.readline()
+        except OSError:
+            return None
+        if not line:
+            return None  # the server died: this one is not handed out again
+        self.free.put(server)
+        return json.loads(line)
+
+    def close(self) -> None:
+        for p in self.all:
+            with contextlib.suppress(OSError):
+                p.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(10)
+
+
+_servers: ProbeServers | None = None
+
+
 def _probe_now(t: Target, sandbox: Path) -> tuple[Run, dict, Path]:
     reports = sandbox / "probes"
     reports.mkdir(exist_ok=True)
     result = reports / f"{t.id}.json"
     cwd = fresh_cwd(sandbox, f"probe-{t.id}")
-    run = run_bounded([sys.executable, "-m", "tests.malicious.probe", str(result),
-                       str(t.path), *t.stats_names], cwd, timeout=PROBE_SECONDS)
+    out, err = reports / f"{t.id}.out", reports / f"{t.id}.err"
+    got = _servers.run({"result": str(result), "path": str(t.path),
+                        "names": list(t.stats_names), "cwd": str(cwd), "out": str(out),
+                        "err": str(err), "timeout": PROBE_SECONDS,
+                        "limit": MEMORY_LIMIT}) if _servers else None
+    if got is not None:
+        run = Run(got["rc"], out.read_text(errors="replace"), err.read_text(errors="replace"),
+                  got["seconds"], got["maxrss_mb"])
+    else:
+        run = run_bounded([sys.executable, "-m", "tests.malicious.probe", str(result),
+                           str(t.path), *t.stats_names], cwd, timeout=PROBE_SECONDS)
     try:
         steps = json.loads(result.read_text())
     except (OSError, ValueError):
@@ -261,11 +315,16 @@ def probes(request, sandbox):
     as the session starts; each test waits for its own."""
     from concurrent.futures import ThreadPoolExecutor
 
-    pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
+    global _servers
+    _servers = ProbeServers(sandbox / "probe-servers")
+    # one more than the cores: a TUI session spends part of its time waiting on its screen
+    pool = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1)
     for cid in _selected(request.session.items):
         _futures[cid] = pool.submit(_probe_now, target(cid, sandbox), sandbox)
     yield _futures
     pool.shutdown(wait=True, cancel_futures=True)
+    _servers.close()
+    _servers = None
 
 
 def probe(t: Target, sandbox: Path) -> tuple[Run, dict, Path]:

@@ -5,7 +5,8 @@ Per file, by what the readers will read (decided by the first bytes, as the read
   header is longer;
 - a file of 16 MiB or less (JSON, markers, DCP `.metadata`, small torch files): whole;
 - a larger torch zip: its head, its end record and central directory, data.pkl, and each
-  storage record's local header (ranges close together are fetched as one);
+  storage record's local header with the data descriptor before it (ranges close together are
+  fetched as one);
 - DCP rank files: the byte ranges of their non-tensor items, after `.metadata` is read;
 - anything else: nothing (the mirror file is sparse: right size, no data).
 Requests run on a pool of `concurrency` threads. The manifest records each file's size and
@@ -38,6 +39,7 @@ MAX_DEPTH = 6
 ZIP_TAIL = 65_535 + 22 + 20 + 56  # longest comment, end record, zip64 locator and record
 ZIP_HEAD = 64 * 1024
 LOCAL_HEADER_MAX = 30 + 1024  # fixed part, name and extra field of one local header
+DESCRIPTOR_MAX = 24  # a ZIP64 data descriptor with its signature
 MAX_ZIP_RANGES = 100_000
 MAX_ZIP_BYTES = 256 * 2**20  # data.pkl and the other small records of one zip, together
 COALESCE = 64 * 1024
@@ -218,12 +220,15 @@ class _Mirror:
                 infos = zipfile.ZipFile(f).infolist()[:MAX_ZIP_RANGES]
         except (zipfile.BadZipFile, ValueError, OSError):
             return
-        ranges, budget = [], MAX_ZIP_BYTES
+        # the zip checks also read the data descriptor that ends each entry (torch writes one
+        # after every record): it sits just before the next local header or the directory
+        ranges, budget = [(max(0, cd_start - DESCRIPTOR_MAX), cd_start)], MAX_ZIP_BYTES
         for i in infos:
             small = "/data/" not in i.filename or i.filename.endswith("data.pkl")
             body = min(i.file_size, MAX_PICKLE_BYTES, budget) if small else 0
             budget -= body
-            ranges.append((i.header_offset, min(size, i.header_offset + LOCAL_HEADER_MAX + body)))
+            ranges.append((max(0, i.header_offset - DESCRIPTOR_MAX),
+                           min(size, i.header_offset + LOCAL_HEADER_MAX + body)))
         self._read_ranges(name, ranges, size)
 
     def _read_ranges(self, name: str, ranges, size) -> None:

@@ -207,6 +207,19 @@ def write_big_torch(folder: Path) -> Path:
     return path
 
 
+def write_two_big_tensors(folder: Path) -> Path:
+    """bigpt2/model.pt: two tensors of 10 MB each, so the data descriptor torch writes after the
+    first one lies far from the zip's head and tail reads."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "model.pt"
+    torch.save({"w1": torch.ones(2_500_000), "w2": torch.ones(2_500_000) * 2,
+                "b": torch.ones(10)}, str(path))
+    assert path.stat().st_size > SMALL_WHOLE
+    return path
+
+
 @pytest.fixture(scope="session")
 def served_root(tmp_path_factory) -> Path:
     """A copy of the samples the remote tests use, plus big/, wide/ and bigpt/. Not to be modified:
@@ -217,6 +230,7 @@ def served_root(tmp_path_factory) -> Path:
     write_big(root / "big")
     write_wide(root / "wide")
     write_big_torch(root / "bigpt")
+    write_two_big_tensors(root / "bigpt2")
     return root
 
 

@@ -31,7 +31,7 @@ from ckpt_browser.readers.pickle_safe import (
 from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
 from ckpt_browser.readers.zipcheck import check_zip
 from ckpt_browser.readers.zipentries import (
-    check_records, crc_problem, raw_name, unchecked, with_zipfile_view,
+    check_records, crc_problem, local_start, raw_name, unchecked, with_zipfile_view,
 )
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -39,7 +39,6 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER
 LEGACY_HEAD = 4096  # where the first pickle is looked for, to tell a legacy file (see is_legacy)
 MAX_CENTRAL_DIRECTORY = env_limit("MAX_ZIP_DIRECTORY_BYTES", 256 * 2**20)
 MAX_STORAGE_PROBLEMS = 10
-LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... name length, extra length
 READ_BUFFER = 1024  # a storage's 30-byte local header costs 1 KiB of reading, not 8
 
 
@@ -321,14 +320,10 @@ def _data_start(f, info: zipfile.ZipInfo, size: int,
     """(where a member's bytes start in the file, their length), from its 30-byte local
     header (already read by the checks, mostly); None when there is no local header where
     the central directory says."""
-    if info.header_offset in starts:
-        return starts[info.header_offset], info.file_size
-    f.seek(info.header_offset)
-    header = f.read(LOCAL_HEADER.size)
-    if len(header) < LOCAL_HEADER.size or header[:4] != ZIP_MAGIC:
-        return None
-    _, name_len, extra_len = LOCAL_HEADER.unpack(header)
-    return info.header_offset + LOCAL_HEADER.size + name_len + extra_len, info.file_size
+    start = starts.get(info.header_offset)
+    if start is None:
+        start = local_start(f, info.header_offset, size)
+    return None if start is None else (start, info.file_size)
 
 
 def _overlaps(storages: dict[str, tuple[int, int]], name: str) -> list[Problem]:

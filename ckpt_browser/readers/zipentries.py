@@ -65,8 +65,10 @@ def with_zipfile_view(f, zf, entries: list[Entry], starts: dict[int, int],
     extra = []
     for i in zf.infolist() if zf is not None else ():
         raw = raw_name(i)
+        if (raw, i.header_offset) in known:
+            continue  # its local header was read by the checks already
         start = local_start(f, i.header_offset, size)
-        if (raw, i.header_offset) in known or start is None:
+        if start is None:
             continue
         starts.setdefault(i.header_offset, start)
         extra.append(Entry(raw, i.flag_bits, i.compress_type, i.CRC, i.compress_size,

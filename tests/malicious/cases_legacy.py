@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import struct
 
-from tests.malicious.make_corpus import (  # noqa: F401
-    CLEAN, DAMAGED, ODD, UNSAFE, ADAMW_STORAGES, SYS_INFO, Build, Call, G, Get, NewObj, PersId,
-    Pickle, Put, Raw, adamw, case, dumps, hf_checkpoint, hf_optimizer_case, jdump, put, system,
+from tests.malicious.make_corpus import (
+    UNSAFE, ADAMW_STORAGES, SYS_INFO, Call, G, PersId, adamw, case, dumps, jdump, put, system,
     tensor, torch_zip,
 )
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import struct
 
-from tests.malicious.make_corpus import (  # noqa: F401
-    ADAMW_STORAGES, BROKEN, CLEAN, DAMAGED, ODD, SCHEDULER, TITAN_ITEMS, TRAINER_STATE, UNSAFE,
-    Build, Call, G, Get, NewObj, PersId, Put, Raw, adamw, case, dcp_folder, deflated, dumps,
-    hf_checkpoint, hf_optimizer_case, jdump, put, safetensors, st_case, system, tensor, torch_zip,
+from tests.malicious.make_corpus import (
+    ADAMW_STORAGES, DAMAGED, ODD, SCHEDULER, TITAN_ITEMS, TRAINER_STATE, Build, Raw, adamw, case,
+    dcp_folder, deflated, dumps, hf_checkpoint, hf_optimizer_case, jdump, put, safetensors,
+    st_case, tensor, torch_zip,
 )
 
 P = 2**61 - 1  # sys.hash_info.modulus: every k * P hashes to 0

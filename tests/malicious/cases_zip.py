@@ -12,9 +12,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from tests.malicious.make_corpus import (  # noqa: F401
-    ADAMW_STORAGES, CLEAN, DAMAGED, DOS_DATE, ODD, UNSAFE, Build, Call, G, Get, NewObj, PersId,
-    Put, Raw, adamw, case, dumps, hf_checkpoint, hf_optimizer_case, put, system, torch_zip,
+from tests.malicious.make_corpus import (
+    ADAMW_STORAGES, DAMAGED, DOS_DATE, UNSAFE, adamw, case, dumps, hf_checkpoint, system,
 )
 
 

@@ -51,8 +51,8 @@ def test_colliding_dict_keys_are_bounded_and_said(kind, protocol):
     assert kept == keys[:hashing.PER_HASH]  # the first 32 as they are, in order
     assert all(k.endswith("sharing a hash value>") for k in obj if type(k) is str)
     flood = [p for p in problems if "share a hash value" in p]
-    assert flood == [f"error: f.pkl: 5,000 keys of one dict or set share a hash value "
-                     f"(a hash-flooding attack?); 4,968 are shown under placeholder keys"]
+    assert flood == ["error: f.pkl: 5,000 keys of one dict or set share a hash value "
+                     "(a hash-flooding attack?); 4,968 are shown under placeholder keys"]
 
 
 @pytest.mark.parametrize("protocol", [0, 2, 4])
@@ -182,7 +182,7 @@ def test_safetensors_numbers_out_of_range_name_the_tensor(field, value, words):
     info = parse_header(raw, name="model.safetensors", path="model.safetensors",
                         size=8 + len(raw) + 16, n=len(raw))
     messages = " | ".join(p.message for p in info.problems)
-    assert f"tensor 'w': " in messages and words in messages, messages
+    assert "tensor 'w': " in messages and words in messages, messages
     assert all(len(p.message) < 400 for p in info.problems)
 
 

@@ -120,7 +120,8 @@ ORDER = list(FOLDERS)
 # --------------------------------------------------------------------------------------
 
 from make_training_samples import (  # noqa: E402 - the script's own folder is on sys.path
-    _check, _deterministic_torch, _free_port, _numpy_safe_globals, _seed_everything, _tree,
+    _RandomTokens, _check, _deterministic_torch, _free_port, _numpy_safe_globals,
+    _seed_everything, _tree,
 )
 
 
@@ -2535,25 +2536,6 @@ def verify_fvcore(out: Path) -> None:
 # --------------------------------------------------------------------------------------
 # 10. peft LoRA under transformers.Trainer (real)
 # --------------------------------------------------------------------------------------
-
-
-class _RandomTokens:
-    """Map-style dataset of random token ids, usable by Trainer (as in make_training_samples.py)."""
-
-    def __init__(self, n: int, seq_len: int, vocab: int, seed: int):
-        import torch
-
-        g = torch.Generator().manual_seed(seed)
-        self.ids = torch.randint(3, vocab, (n, seq_len), generator=g)
-
-    def __len__(self) -> int:
-        return self.ids.shape[0]
-
-    def __getitem__(self, i: int) -> dict:
-        import torch
-
-        x = self.ids[i]
-        return {"input_ids": x, "attention_mask": torch.ones_like(x), "labels": x.clone()}
 
 
 def build_peft(out: Path) -> None:

@@ -170,7 +170,8 @@ class BrowserApp(App[int]):
 
     def _report_errors(self) -> None:
         errors = sum(p.severity == "error" for p in self.state.problems)
-        if errors:
+        if errors > self.state.errors_told:  # the training state often repeats a file's error
+            self.state.errors_told = errors
             self.notify(f"{errors} error(s) found: press p to list them", title="Damaged",
                         severity="error", timeout=8)
 

@@ -24,6 +24,7 @@ class BrowseState:
     resume: ResumeReport | None = None  # the verdict, from the weights and the training state
     pattern: str = ""
     failed: dict[str, str] = field(default_factory=dict)  # worker group -> why it stopped
+    errors_told: int = 0  # errors the last "press p" notice counted
 
     def __post_init__(self) -> None:
         self._shown: dict[tuple[str, str, bool], list] = {}  # (pattern, shard, read) -> items

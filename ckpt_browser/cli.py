@@ -203,11 +203,12 @@ def _path(path: str | None) -> str:
 
 def _local(path: str, args) -> str:
     """A URL becomes its local mirror (headers only); anything else stays as it is."""
-    from ckpt_browser.remote import is_url
+    from ckpt_browser.remote.urls import is_url
 
     if not is_url(path):
         return path
-    from ckpt_browser.remote.mirror import mirror, public
+    from ckpt_browser.remote.mirror import mirror
+    from ckpt_browser.remote.urls import public
 
     with _Progress() as progress:
         progress.name = f"reading headers of {public(path)}"
@@ -496,7 +497,7 @@ def cmd_browse(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from ckpt_browser.remote import is_url
+    from ckpt_browser.remote.urls import is_url
 
     streams = sys.stdout, sys.stderr
     if any(is_url(a) for a in argv):  # output names the URL, never the cache folder

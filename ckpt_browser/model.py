@@ -6,7 +6,10 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import itemgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ckpt_browser.standins import DcpCheckpoint, PickleFile
 
 # safetensors dtype -> bits per element (catalog section 7: all 22 strings).
 DTYPE_BITS: dict[str, int] = {
@@ -275,7 +278,7 @@ class TrainingState:
     epoch: float | None = None
     ranks: int | None = None
     components: dict[str, Component] = field(default_factory=dict)
-    files: tuple = ()  # tuple[PickleFile | DcpCheckpoint, ...]: every state file read
+    files: tuple[PickleFile | DcpCheckpoint, ...] = ()  # every state file read
     problems: tuple[Problem, ...] = ()
     root: str = ""  # the folder the files' names are relative to
     # file -> tensor path -> component, for every file that is not safetensors

@@ -24,7 +24,7 @@ from ckpt_browser.limits import env_limit
 from ckpt_browser.model import COMPONENTS, Checkpoint, TrainingState
 from ckpt_browser.readers.files import PICKLE_FORMATS
 from ckpt_browser.readers.frameworks import Detection, detect
-from ckpt_browser.readers.standins import PickleFile
+from ckpt_browser.standins import PickleFile
 
 __all__ = ["BUILDERS", "MAX_JSON", "training_state"]
 

@@ -18,7 +18,7 @@ from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem, natural_key
 from ckpt_browser.readers.pickle_safe import DTYPE_GLOBALS, Unpickled, short, torch_layout, \
     torch_size, unpickle
-from ckpt_browser.readers.standins import DcpCheckpoint, DcpChunk, DcpEntry
+from ckpt_browser.standins import DcpCheckpoint, DcpChunk, DcpEntry
 from ckpt_browser.readers.torchfile import unsafe_problems
 
 METADATA = ".metadata"

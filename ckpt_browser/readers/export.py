@@ -14,7 +14,7 @@ import json
 import zipfile
 
 from ckpt_browser.model import INFO, WARNING, Problem
-from ckpt_browser.readers.standins import PickleFile, TensorRef
+from ckpt_browser.standins import PickleFile, TensorRef
 
 MAX_CONFIG = 64 * 2**20
 

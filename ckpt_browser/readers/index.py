@@ -8,7 +8,7 @@ from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.limits import env_limit
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import IndexInfo
-from ckpt_browser.readers.standins import int_from_text
+from ckpt_browser.standins import int_from_text
 
 MAX_INDEX = env_limit("MAX_INDEX_BYTES", 512 * 1024 * 1024)  # a 94,000-tensor index is ~8 MB
 

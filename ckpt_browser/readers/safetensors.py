@@ -16,7 +16,7 @@ from operator import attrgetter
 from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import DTYPE_BITS, ERROR, Problem, FileInfo, TensorInfo
-from ckpt_browser.readers.standins import int_from_text
+from ckpt_browser.standins import int_from_text
 
 _by_offset = attrgetter("begin", "end", "name")
 MAX_HEADER = 100_000_000  # safetensors' MAX_HEADER_SIZE; exactly this is allowed

@@ -28,7 +28,7 @@ from ckpt_browser.readers.pickle_safe import (
     ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, SafeUnpickler, Unpickled, describe,
     short, unpickle,
 )
-from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
+from ckpt_browser.standins import Opaque, PickleFile, TensorRef
 from ckpt_browser.readers.zipcheck import check_zip
 from ckpt_browser.readers.zipentries import (
     check_records, crc_problem, local_start, raw_name, unchecked, with_zipfile_view,

@@ -13,14 +13,10 @@ from __future__ import annotations
 import re
 import threading
 
-_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
 _LOCK = threading.Lock()
 # mirror root (local folder) -> (filesystem, remote root path, URL as shown)
 _MIRRORS: dict[str, tuple[object, str, str]] = {}
-
-
-def is_url(path: str | None) -> bool:
-    return bool(path) and bool(_URL.match(path)) and not path.startswith("file://")
 
 
 def register(local_root: str, fs, remote_root: str, shown: str) -> None:

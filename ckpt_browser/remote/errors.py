@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 
 from ckpt_browser.errors import CheckpointError, PathNotFound
+from ckpt_browser.remote.urls import redact
 
 EXTRA = "pip install 'ckpt-browser[remote]'"
 
@@ -14,12 +14,9 @@ class RemoteError(CheckpointError):
     pass
 
 
-_SECRETS = re.compile(r"(?<=://)[^/\s@]+@|\?[^\s'\"]*")  # user:password@, ?query=token
-
-
 def _why(e: BaseException) -> str:
     """The exception's message on one line, without credentials a URL in it may carry."""
-    text = _SECRETS.sub("", " ".join(str(e).split()))
+    text = redact(" ".join(str(e).split()))
     return text[:200] or type(e).__name__
 
 

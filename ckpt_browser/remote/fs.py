@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ckpt_browser.remote.errors import EXTRA, RemoteError, remote_errors
+from ckpt_browser.remote.urls import public
 
 VERSION_KEYS = ("ETag", "etag", "md5Hash", "blob_id", "LastModified", "last_modified",
                 "updated", "mtime")
@@ -21,7 +22,6 @@ def _http(fs) -> bool:
 
 
 def open_fs(url: str, timeout: float):
-    from ckpt_browser.remote.mirror import public
 
     shown = public(url)
     try:

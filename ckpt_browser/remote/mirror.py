@@ -30,6 +30,7 @@ from ckpt_browser.readers.pickle_safe import MAX_PICKLE_BYTES
 from ckpt_browser.readers.torchfile import MAX_CENTRAL_DIRECTORY
 from ckpt_browser.remote import register
 from ckpt_browser.remote.errors import RemoteError, remote_errors
+from ckpt_browser.remote.urls import public
 
 SPECULATIVE = 128 * 1024
 SMALL = 16 * 2**20
@@ -53,14 +54,6 @@ def cache_root() -> str:
         return base
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(xdg, "ckpt-browser", "remote")
-
-
-def public(url: str) -> str:
-    """The URL without user:password@ or a query string (tokens): safe to show and to hash."""
-    scheme, _, rest = url.partition("://")
-    host, slash, path = rest.partition("/")
-    host = host.rpartition("@")[2]
-    return f"{scheme}://{host}{slash}{path.split('?')[0].split('#')[0]}"
 
 
 def mirror(url: str, *, cache: bool = True, concurrency: int = 16, timeout: float = 60.0,

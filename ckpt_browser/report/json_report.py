@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ckpt_browser.model import Checkpoint
-from ckpt_browser.readers.standins import HugeInt
+from ckpt_browser.standins import HugeInt
 
 
 def inspect_doc(ckpt: Checkpoint) -> dict:

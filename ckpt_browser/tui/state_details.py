@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ckpt_browser.readers.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray, Opaque,
+from ckpt_browser.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray, Opaque,
                                            PickleFile, TensorRef, UnsafeCall)
 from ckpt_browser.readers.torchfile import tensor_bytes
 from ckpt_browser.escape import printable

@@ -14,7 +14,7 @@ from ckpt_browser.analysis.filter import name_matcher
 from ckpt_browser.analysis.roles import component_of
 from ckpt_browser.model import COMPONENTS, TrainingState, natural_key
 from ckpt_browser.readers.pickle_safe import ITEMSIZE
-from ckpt_browser.readers.standins import (DcpCheckpoint, DcpEntry, NumpyArray, Opaque, PickleFile,
+from ckpt_browser.standins import (DcpCheckpoint, DcpEntry, NumpyArray, Opaque, PickleFile,
                                            TensorRef, UnsafeCall)
 from ckpt_browser.escape import printable
 from ckpt_browser.report.text import size

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ckpt_browser.model import Checkpoint, TensorInfo
-from ckpt_browser.readers.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray,
+from ckpt_browser.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray,
                                            PickleFile, TensorRef)
 from ckpt_browser.tui.refs import Ref
 from ckpt_browser.tui.state import BrowseState

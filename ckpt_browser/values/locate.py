@@ -80,7 +80,7 @@ def state_locs(ckpt: Checkpoint) -> list[TensorLoc]:
     from dataclasses import replace
 
     from ckpt_browser.analysis.content.tag import match_keys
-    from ckpt_browser.readers.standins import DcpCheckpoint, PickleFile
+    from ckpt_browser.standins import DcpCheckpoint, PickleFile
 
     out = []
     for f in ckpt.files:

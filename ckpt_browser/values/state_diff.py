@@ -125,7 +125,7 @@ def _dcp_lrs(t: TrainingState) -> list[float]:
         return []
     from ckpt_browser.analysis.components import MAX_JSON
     from ckpt_browser.analysis.state.files import StateFiles
-    from ckpt_browser.readers.standins import DcpCheckpoint
+    from ckpt_browser.standins import DcpCheckpoint
 
     out: list[float] = []
     seen = 0

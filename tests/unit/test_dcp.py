@@ -13,7 +13,7 @@ import torch
 
 from ckpt_browser.model import ERROR, INFO, WARNING
 from ckpt_browser.readers.dcp import read_dcp
-from ckpt_browser.readers.standins import DcpChunk
+from ckpt_browser.standins import DcpChunk
 
 from .state_helpers import SystemCall, adamw_state, dcp_save, tag, torch_metadata, two_rank_dcp
 

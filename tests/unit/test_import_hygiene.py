@@ -49,23 +49,3 @@ def test_the_check_can_fail():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True"
-
-
-def test_readers_never_import_the_layers_above_them():
-    """files -> readers -> model -> analysis -> ...: a reader that imported the analysis (or
-    anything above) would tie the formats to what is made of them."""
-    import ast
-    from pathlib import Path
-
-    import ckpt_browser
-
-    above = ("ckpt_browser.analysis", "ckpt_browser.report", "ckpt_browser.values",
-             "ckpt_browser.tui", "ckpt_browser.cli", "ckpt_browser.quiz")
-    root = Path(ckpt_browser.__file__).parent
-    found = []
-    for path in [*(root / "readers").rglob("*.py"), root / "model.py"]:
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            found += [f"{path.relative_to(root)}: {n}" for n in names if n.startswith(above)]
-    assert found == []

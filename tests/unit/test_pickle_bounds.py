@@ -17,7 +17,7 @@ import pytest
 
 from ckpt_browser.readers.pickle_safe import hashing, read_pickle_bytes, unpickle
 from ckpt_browser.readers.safetensors import parse_header
-from ckpt_browser.readers.standins import HugeInt, TensorRef, bounded_int, int_from_text
+from ckpt_browser.standins import HugeInt, TensorRef, bounded_int, int_from_text
 from ckpt_browser.report.json_report import strict
 
 P = 2**61 - 1  # sys.hash_info.modulus: k * P all hash to 0

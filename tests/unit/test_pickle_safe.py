@@ -19,7 +19,7 @@ import pytest
 from ckpt_browser.model import ERROR, WARNING
 from ckpt_browser.readers import pickle_safe
 from ckpt_browser.readers.pickle_safe import CappedReader, read_pickle_bytes, unpickle
-from ckpt_browser.readers.standins import NumpyArray, Opaque, TensorRef, UnsafeCall
+from ckpt_browser.standins import NumpyArray, Opaque, TensorRef, UnsafeCall
 
 from .state_helpers import (
     SystemCall, dict_pickle, glob, memo, num, run_python, storage_pid, tensor_v2, text,

@@ -19,7 +19,7 @@ import pytest
 
 from ckpt_browser.analysis.resume import resume_report, resume_reports, tiling_problem
 from ckpt_browser.model import COMPONENTS
-from ckpt_browser.readers.standins import DcpChunk
+from ckpt_browser.standins import DcpChunk
 
 from .helpers import REPO, SAMPLES
 from .resume_helpers import (MULTIRANK, RUN3_6, TITAN, check_json, comp, copy, doc,

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from ckpt_browser.model import ERROR
-from ckpt_browser.readers.standins import NumpyArray, Opaque, UnsafeCall
+from ckpt_browser.standins import NumpyArray, Opaque, UnsafeCall
 from ckpt_browser.readers.torchfile import read_pickle_file, walk
 
 from .state_helpers import (

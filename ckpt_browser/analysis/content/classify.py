@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckpt_browser.analysis.content import signatures as sig
-from ckpt_browser.readers.standins import Opaque, TensorRef
+from ckpt_browser.standins import Opaque, TensorRef
 
 MAX_DEPTH = 12
 MAX_ITEMS = 512  # list items looked into (a param_shapes list, an RNG list per device ...)

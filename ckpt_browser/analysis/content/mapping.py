@@ -10,7 +10,7 @@ only when the count matches exactly and every saved moment has its parameter's s
 from __future__ import annotations
 
 from ckpt_browser.analysis.content.signatures import fields
-from ckpt_browser.readers.standins import TensorRef
+from ckpt_browser.standins import TensorRef
 
 BUFFERS = ("running_mean", "running_var", "num_batches_tracked", "n_averaged")
 FLOATS = ("F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "C64", "C128")

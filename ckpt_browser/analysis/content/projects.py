@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ckpt_browser.analysis.content.signatures import fields, rng_kinds
-from ckpt_browser.readers.standins import Opaque
+from ckpt_browser.standins import Opaque
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ckpt_browser.readers.standins import NumpyArray, Opaque, TensorRef
+from ckpt_browser.standins import NumpyArray, Opaque, TensorRef
 
 # A.4: RNG states by shape. CPU torch generator: 5,056 bytes; CUDA/XPU/NPU: 16 (seed, offset);
 # MPS: 44 or 36; CUDA before torch 2.1: 816.

@@ -16,7 +16,7 @@ from dataclasses import replace
 from ckpt_browser.analysis.content.classify import classify, component_at
 from ckpt_browser.model import FileInfo, Layout, Part
 from ckpt_browser.readers.files import PICKLE_FORMATS
-from ckpt_browser.readers.standins import PickleFile
+from ckpt_browser.standins import PickleFile
 
 # DCP keys -> component, first match wins, when the folder's files belong to several components
 DCP_PREFIXES = (

@@ -11,7 +11,7 @@ from math import prod
 from ckpt_browser.analysis.resume.verdict import Draft
 from ckpt_browser.analysis.roles import component_of
 from ckpt_browser.model import ERROR, WARNING, TrainingState
-from ckpt_browser.readers.standins import DcpCheckpoint, DcpChunk
+from ckpt_browser.standins import DcpCheckpoint, DcpChunk
 
 MAX_LISTED = 5  # tensors named one by one per folder; the rest are counted
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ckpt_browser.analysis.resume.verdict import Draft
 from ckpt_browser.analysis.state.common import as_int, leaf
 from ckpt_browser.model import ERROR, INFO, WARNING, TrainingState
-from ckpt_browser.readers.standins import DcpCheckpoint
+from ckpt_browser.standins import DcpCheckpoint
 
 NOT_EXACT = "the resume will not be bit-exact"
 

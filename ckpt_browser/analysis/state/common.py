@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ckpt_browser.analysis.state.files import MAX_RANK_FILES
 from ckpt_browser.model import COMPONENTS, ERROR, Component, Problem
 from ckpt_browser.readers.pickle_safe.policy import describe
-from ckpt_browser.readers.standins import (DcpCheckpoint, NumpyArray, Opaque, PickleFile, TensorRef,
+from ckpt_browser.standins import (DcpCheckpoint, NumpyArray, Opaque, PickleFile, TensorRef,
                                            UnsafeCall)
 
 OK, MISSING, INCOMPLETE, DAMAGED, UNSAFE, NOT_NEEDED = (

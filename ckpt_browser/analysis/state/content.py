@@ -26,7 +26,7 @@ from ckpt_browser.analysis.state.weights import weights_by_name
 from ckpt_browser.model import COMPONENTS, ERROR, Checkpoint, Component, FileInfo
 from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.readers.files import PICKLE_FORMATS
-from ckpt_browser.readers.standins import Opaque, PickleFile, TensorRef
+from ckpt_browser.standins import Opaque, PickleFile, TensorRef
 
 TRAINING = ("optimizer", "scheduler", "rng", "data", "progress", "scaler")
 # a file that cannot be read says nothing by content; its name is the only hint left

@@ -16,7 +16,7 @@ from ckpt_browser.analysis.state.weights import weights_component
 from ckpt_browser.model import WARNING, Component, Problem
 from ckpt_browser.readers.detection.dcp import DCP_DATA
 from ckpt_browser.readers.frameworks import Detection
-from ckpt_browser.readers.standins import DcpCheckpoint
+from ckpt_browser.standins import DcpCheckpoint
 
 TITAN_SCALER = "torchtitan trains in bf16/fp32 and has no grad scaler."
 

@@ -17,7 +17,7 @@ from ckpt_browser.analysis.state.weights import weights_component
 from ckpt_browser.model import Component
 from ckpt_browser.readers.detection.deepspeed import DS_MODEL, DS_OPTIM
 from ckpt_browser.readers.frameworks import Detection, listdir
-from ckpt_browser.readers.standins import PickleFile
+from ckpt_browser.standins import PickleFile
 
 
 @dataclass

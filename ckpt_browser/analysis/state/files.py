@@ -16,7 +16,7 @@ from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.torchfile import read_member
 from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, Problem
-from ckpt_browser.readers.standins import (
+from ckpt_browser.standins import (
     DcpCheckpoint, PickleFile, TensorRef, int_from_text,
 )
 

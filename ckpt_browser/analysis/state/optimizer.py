@@ -9,7 +9,7 @@ from ckpt_browser.analysis.state.common import (DAMAGED, OK, count_tensors, dcp_
                                                 set_key)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
-from ckpt_browser.readers.standins import TensorRef
+from ckpt_browser.standins import TensorRef
 
 MAX_SHAPES = 10_000  # exp_avg shapes listed per optimizer
 

@@ -6,7 +6,7 @@ from ckpt_browser.analysis.state.common import (MISSING, OK, fields, from_one_pi
                                                 leaf, num)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
-from ckpt_browser.readers.standins import PickleFile
+from ckpt_browser.standins import PickleFile
 
 
 def scaler_from_state(fs: StateFiles, pf: PickleFile, sd, files, where: str) -> Component:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ckpt_browser.analysis.state.common import OK, fields, jsonable, missing, num
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
-from ckpt_browser.readers.standins import PickleFile
+from ckpt_browser.standins import PickleFile
 
 SCHEDULER_KEYS = ("last_epoch", "last_batch_iteration", "last_step", "_global_step", "_step_count",
                   "base_lrs", "_last_lr", "base_values", "_last_value",

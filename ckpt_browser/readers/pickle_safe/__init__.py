@@ -142,7 +142,7 @@ def _listed(names: list[str], most: int = 4) -> str:
 
 def _bare_getattr(obj) -> bool:
     """Whether the builtin getattr itself is somewhere in the graph (not just called)."""
-    from ckpt_browser.readers.standins import Opaque, UnsafeCall
+    from ckpt_browser.standins import Opaque, UnsafeCall
 
     stack, seen = [obj], set()
     while stack:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 
 from ckpt_browser.readers.pickle_safe.limits import MAX_DEPTH, MAX_PATHS, PRUNED_NODES, elided
-from ckpt_browser.readers.standins import Opaque, UnsafeCall
+from ckpt_browser.standins import Opaque, UnsafeCall
 
 
 def _children(node):

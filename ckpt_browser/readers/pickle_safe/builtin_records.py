@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ckpt_browser.readers.pickle_safe.checks import BadCall, arity
 from ckpt_browser.readers.pickle_safe.limits import short
-from ckpt_browser.readers.standins import Opaque
+from ckpt_browser.standins import Opaque
 
 
 def _from_items(args, low=0) -> list:

@@ -19,7 +19,7 @@ import struct
 from ckpt_browser.readers.pickle_safe.hashing import Hashing, fast_key
 from ckpt_browser.readers.pickle_safe.limits import MAX_DEPTH, elided
 from ckpt_browser.readers.pickle_safe.numpy_records import build_ndarray
-from ckpt_browser.readers.standins import NumpyArray, Opaque, TensorRef, UnsafeCall
+from ckpt_browser.standins import NumpyArray, Opaque, TensorRef, UnsafeCall
 
 _ATOMS = (str, int, float, bool, type(None), bytes)
 HASHED = (tuple, Opaque, UnsafeCall)

@@ -8,7 +8,7 @@ import reprlib
 from typing import Any, BinaryIO
 
 from ckpt_browser.limits import env_limit
-from ckpt_browser.readers.standins import Opaque
+from ckpt_browser.standins import Opaque
 
 MAX_PICKLE_BYTES = env_limit("MAX_PICKLE_BYTES", 64 * 2**20)  # data.pkl or a plain pickle
 MAX_DEPTH = env_limit("MAX_DEPTH", 100)  # nesting of containers and stand-ins in the result

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pickle
 import struct
 
-from ckpt_browser.readers.standins import MAX_INT_DIGITS, HugeInt, bounded_int, int_from_text
+from ckpt_browser.standins import MAX_INT_DIGITS, HugeInt, bounded_int, int_from_text
 
 _MEMO_INDEX = 2**63
 

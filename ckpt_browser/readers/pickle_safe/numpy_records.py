@@ -8,7 +8,7 @@ from typing import Callable
 
 from ckpt_browser.readers.pickle_safe.checks import BadCall, arity, dims
 from ckpt_browser.readers.pickle_safe.limits import short
-from ckpt_browser.readers.standins import NumpyArray, Opaque
+from ckpt_browser.standins import NumpyArray, Opaque
 
 NUMPY_CODES = {
     "b1": "bool", "i1": "int8", "u1": "uint8", "i2": "int16", "u2": "uint16", "i4": "int32",

@@ -8,7 +8,7 @@ from dataclasses import replace
 from ckpt_browser.readers.pickle_safe.checks import U63, BadCall, arity, dims
 from ckpt_browser.readers.pickle_safe.dtypes import ITEMSIZE
 from ckpt_browser.readers.pickle_safe.limits import short
-from ckpt_browser.readers.standins import Opaque, TensorRef
+from ckpt_browser.standins import Opaque, TensorRef
 
 
 def storage_ref(u, pid: tuple) -> TensorRef | None:

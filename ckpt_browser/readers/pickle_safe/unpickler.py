@@ -22,7 +22,7 @@ from ckpt_browser.readers.pickle_safe.limits import (
 )
 from ckpt_browser.readers.pickle_safe.policy import is_data, is_stdlib, is_unsafe
 from ckpt_browser.readers.pickle_safe.torch_records import storage_ref
-from ckpt_browser.readers.standins import Opaque, UnsafeCall
+from ckpt_browser.standins import Opaque, UnsafeCall
 
 _P = pickle._Unpickler  # the pure-Python unpickler: its opcodes can be hooked one by one
 GETATTR = ("builtins.getattr", "__builtin__.getattr")

@@ -1,0 +1,122 @@
+"""The import contract: every module imports only its own layer and the layers below it.
+
+Layers, lowest first. A module may import its own layer and anything lower, never higher;
+imports inside functions count too (a deferred import is still a dependency). The walk is
+static (`ast`), so it sees every import in every file, run or not.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import ckpt_browser
+
+# (layer, its modules or packages). cli sits above tui because `browse` starts the app.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ground", ("ckpt_browser", "ckpt_browser.errors", "ckpt_browser.escape",
+                "ckpt_browser.limits", "ckpt_browser.model", "ckpt_browser.standins",
+                "ckpt_browser.samples", "ckpt_browser.diagnostics", "ckpt_browser.words")),
+    ("readers", ("ckpt_browser.readers",)),
+    ("remote", ("ckpt_browser.remote",)),
+    ("analysis", ("ckpt_browser.analysis",)),
+    ("values", ("ckpt_browser.values",)),
+    ("report", ("ckpt_browser.report",)),
+    ("quiz", ("ckpt_browser.quiz",)),
+    ("tui", ("ckpt_browser.tui",)),
+    ("cli", ("ckpt_browser.cli", "ckpt_browser.__main__")),
+)
+
+# Third-party packages and the only layers that may import them. torch and safetensors are
+# nowhere: the readers parse the formats themselves, so browsing never pays for torch.
+ONLY_IN = {"textual": "tui", "rich": "tui", "fsspec": "remote", "numpy": "values",
+           "torch": None, "safetensors": None}
+
+ROOT = Path(ckpt_browser.__file__).parent
+
+
+def layer_of(module: str) -> int:
+    """Index in LAYERS of the longest prefix naming `module`."""
+    best, index = -1, None
+    for i, (_, members) in enumerate(LAYERS):
+        for m in members:
+            if (module == m or module.startswith(m + ".")) and len(m) > best:
+                best, index = len(m), i
+    if index is None:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+    return index
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, module: str, root: Path) -> list[str]:
+    """Every module `path` imports, relative imports resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            found.append(target)
+            # `from ckpt_browser import words` imports a module, not a name of the package
+            found += [f"{target}.{a.name}" for a in node.names
+                      if (root.parent / (target + "." + a.name).replace(".", "/")).with_suffix(
+                          ".py").exists()]
+    return found
+
+
+def violations(root: Path) -> list[str]:
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        mine = layer_of(module)
+        for target in imports(path, module, root):
+            top = target.split(".")[0]
+            if top == root.name:
+                if layer_of(target) > mine:
+                    bad.append(f"{module} ({LAYERS[mine][0]}) imports {target} "
+                               f"({LAYERS[layer_of(target)][0]})")
+            elif top in ONLY_IN and LAYERS[mine][0] != ONLY_IN[top]:
+                bad.append(f"{module} ({LAYERS[mine][0]}) imports {top}")
+    return bad
+
+
+def test_no_module_imports_a_higher_layer_or_a_foreign_heavy_package():
+    assert violations(ROOT) == []
+
+
+def test_every_module_is_in_a_layer():
+    for path in ROOT.rglob("*.py"):
+        layer_of(module_name(path, ROOT))
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from ckpt_browser.tui.app import BrowserApp\n", "imports ckpt_browser.tui.app (tui)"),
+    ("def later():\n    from ..analysis import open\n", "imports ckpt_browser.analysis (analysis)"),
+    ("from ckpt_browser import cli\n", "imports ckpt_browser.cli (cli)"),
+    ("import torch\n", "imports torch"),
+])
+def test_the_contract_catches_a_back_edge(tmp_path, source, expected):
+    """Guard against a vacuous walk: a reader that reaches up, even lazily, is reported."""
+    fake = tmp_path / "ckpt_browser"
+    (fake / "readers").mkdir(parents=True)
+    for name in ("__init__.py", "cli.py", "readers/__init__.py"):
+        (fake / name).write_text("")
+    (fake / "analysis").mkdir()
+    (fake / "analysis" / "__init__.py").write_text("")
+    (fake / "tui").mkdir()
+    (fake / "tui" / "app.py").write_text("")
+    (fake / "readers" / "bad.py").write_text(source)
+    found = violations(fake)
+    assert len(found) == 1 and found[0].startswith("ckpt_browser.readers.bad (readers)")
+    assert found[0].endswith(expected)

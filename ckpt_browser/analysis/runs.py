@@ -1,6 +1,6 @@
 """A folder of several checkpoints of one run, found by names or by content, newest first.
 
-By names: the frameworks' step folders and files (readers.timeline: checkpoint-N, step-N,
+By names: the frameworks' step folders and files (readers.checkpoints: checkpoint-N, step-N,
 epoch=E-step=S.ckpt ...). By content: a folder of single-file checkpoints of one run
 (`ckpt_epoch1.pt`, `checkpoint-3.pth.tar`, torchvision's `model_5.pth` beside `checkpoint.pth`),
 files whose weights have the same names, ordered by the steps and epochs their contents
@@ -21,7 +21,8 @@ from ckpt_browser.analysis.content.tag import param_name, wrapper_prefix
 from ckpt_browser.model import natural_key
 from ckpt_browser.readers.files import head_of, sniff
 from ckpt_browser.standins import TensorRef
-from ckpt_browser.readers.timeline import TimelineEntry, find_checkpoints, is_timeline
+from ckpt_browser.readers.checkpoints import (TimelineEntry, find_checkpoints, is_timeline,
+                                              newest_first)
 
 MAX_FILES = 256  # files looked into in one folder; a run folder holds a few dozen
 
@@ -71,7 +72,7 @@ def _by_content(folder: str) -> list[TimelineEntry]:
     if len(subs) < 2:
         return []
     entries = [_entry(os.path.join(folder, n), n, None, "folder") for n in subs]
-    return _newest_first([replace(e, format=detect(e.path).framework)
+    return newest_first([replace(e, format=detect(e.path).framework)
                           for e in entries if e is not None])
 
 
@@ -129,7 +130,7 @@ def _single_files(folder: str, names: list[str]) -> list[TimelineEntry]:
         e = _entry(os.path.join(folder, name), name, counter, kind)
         if e is not None:
             entries.append(replace(e, format=fmt))
-    return _newest_first(entries)
+    return newest_first(entries)
 
 
 def _counters(pf, parts) -> tuple[int | None, int | None]:
@@ -154,11 +155,3 @@ def _entry(path: str, name: str, step: int | None, kind: str) -> TimelineEntry |
     except OSError:
         return None
     return TimelineEntry(path, name, step, mtime, kind, "")
-
-
-def _newest_first(entries: list[TimelineEntry]) -> list[TimelineEntry]:
-    """Highest counter first; at the same counter a mid-epoch save (timm's recovery-E-B)
-    before the end of that epoch, then the latest write."""
-    return sorted(entries, key=lambda e: (e.step if e.step is not None else -1,
-                                          not e.name.startswith("recovery-"), e.mtime,
-                                          natural_key(e.name)), reverse=True)

@@ -12,9 +12,9 @@ import os
 from dataclasses import replace
 
 from ckpt_browser.model import ERROR, INFO, Problem
+from ckpt_browser.readers.checkpoints import newest, step_from_name
 from ckpt_browser.readers.detection.common import (FRAMEWORKS, MAX_MARKER, OTHER, Detection,
-                                                   classify, isdir, listdir, rx, step_from_name,
-                                                   with_other)
+                                                   classify, isdir, listdir, rx, with_other)
 from ckpt_browser.readers.detection.dcp import DCP_FILE, dcp_files, dcp_only
 from ckpt_browser.readers.detection.deepspeed import (DS_MARKERS, DS_MODEL, DS_OPTIM,
                                                       deepspeed_root, deepspeed_tag)
@@ -107,31 +107,20 @@ def _folder(path: str) -> Detection:
     if torch_weights:  # a model saved by save_pretrained(safe_serialization=False)
         roles = {"weights": torch_weights}
         return Detection(path, path, "torch", step, source, roles=with_other(roles, names))
-    latest = _latest_child(path, names)
+    latest = _latest_child(path)
     if latest is not None:
         return latest
     return Detection(path, path, "unknown", step, source, epoch,
                      roles={OTHER: tuple(names)} if names else {})
 
 
-def _latest_child(path: str, names: list[str]) -> Detection | None:
-    """A run folder holding checkpoint-N / step-N ... folders: open the latest (catalog 9.1)."""
-    for nest in ("checkpoint", "checkpoints"):
-        # a symlinked nest could point back up (checkpoint -> .): branching without end
-        if nest in names and isdir(path, nest) and not os.path.islink(os.path.join(path, nest)):
-            inner = listdir(os.path.join(path, nest))
-            found = _latest_child(os.path.join(path, nest), inner)
-            if found is not None:
-                return found
-    steps = []
-    for n in names:
-        step, _, _ = step_from_name(n)
-        if step is not None and (isdir(path, n) or n.endswith(".ckpt")):
-            steps.append((step, n))
-    if not steps:
+def _latest_child(path: str) -> Detection | None:
+    """A run folder holding checkpoint-N / step-N ... folders: open the newest."""
+    found = newest(path)
+    if found is None:
         return None
-    step, name = max(steps)
-    found = detect(os.path.join(path, name))
-    note = Problem(INFO, None, f"{len(steps)} checkpoints here; showing {name}, the latest"
-                   if len(steps) > 1 else f"showing {name}, the only checkpoint here")
-    return replace(found, problems=(note,) + found.problems)
+    entry, count = found
+    opened = detect(entry.path)
+    note = Problem(INFO, None, f"{count} checkpoints here; showing {entry.name}, the latest"
+                   if count > 1 else f"showing {entry.name}, the only checkpoint here")
+    return replace(opened, problems=(note,) + opened.problems)

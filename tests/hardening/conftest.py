@@ -200,7 +200,7 @@ def open_browser(path: str):
     """cli.cmd_browse without the terminal: a folder of checkpoints opens its newest, with
     the timeline behind `c`."""
     from ckpt_browser.readers import open_layout
-    from ckpt_browser.readers.timeline import find_checkpoints, is_timeline
+    from ckpt_browser.readers.checkpoints import find_checkpoints, is_timeline
     from ckpt_browser.tui.app import make_app
 
     timeline = None

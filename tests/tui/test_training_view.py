@@ -4,7 +4,7 @@ import json
 import os
 
 from ckpt_browser.readers import open_layout
-from ckpt_browser.readers.timeline import find_checkpoints
+from ckpt_browser.readers.checkpoints import find_checkpoints
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.screens.timeline import TimelineScreen
 from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree

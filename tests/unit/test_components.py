@@ -206,7 +206,7 @@ def test_torchtitan_step_and_run_root(tmp_path):
     root = detect(str(run))
     assert (root.framework, root.step) == ("torchtitan", 10)
     assert root.root.endswith("step-10")
-    assert any("showing step-10" in p.message for p in root.problems)
+    assert any("showing checkpoint/step-10" in p.message for p in root.problems)
     hf = detect(str(tree(tmp_path / "step-3", {"model.safetensors.index.json": "{}",
                                              "model-00001-of-00001.safetensors": None})))
     assert (hf.framework, hf.variant, hf.step) == ("torchtitan", "hf", 3)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_browser.readers.timeline import find_checkpoints, is_timeline, step_of
+from ckpt_browser.readers.checkpoints import find_checkpoints, is_timeline, step_of
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"
 
@@ -99,3 +99,26 @@ def test_each_entry_says_which_framework_wrote_it():
         ("checkpoint-6", "hf-trainer"), ("checkpoint-4", "hf-trainer"), ("checkpoint-2", "hf-trainer")]
     (titan,) = find_checkpoints(str(SAMPLES / "torchtitan-run"))
     assert (titan.name, titan.step, titan.format) == ("checkpoint/step-10", 10, "torchtitan")
+
+
+@pytest.mark.parametrize("names", [
+    ["checkpoint_0", "checkpoint_1", "checkpoint_10"],  # accelerate's save counter
+    ["global_step4", "global_step12_universal"],
+    ["epoch=1.ckpt", "epoch=3.ckpt", "epoch=2.ckpt"],  # Lightning without steps
+    ["checkpoint/step-5", "step-9"],  # torchtitan's nest beside a step folder
+    ["epoch=0-step=5.ckpt", "last.ckpt"],
+])
+def test_detection_opens_the_checkpoint_the_timeline_puts_first(tmp_path, names):
+    """One rule for "the newest": a run folder opens what its timeline lists first."""
+    from ckpt_browser.readers.frameworks import detect
+
+    for name in names:
+        path = tmp_path / name
+        if name.endswith(".ckpt"):
+            path.write_bytes(b"x")
+        else:
+            path.mkdir(parents=True)
+    first = find_checkpoints(str(tmp_path))[0]
+    opened = detect(str(tmp_path))
+    assert opened.path == first.path
+    assert f"showing {first.name}, the latest" in opened.problems[0].message

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.model import ERROR, Problem, natural_key
+from ckpt_browser.readers.checkpoints import newest_name
 
 MAX_MARKER = 4096  # `latest` and the Megatron tracker hold one short line
 OTHER = "other"  # role for files that hold no resume state (config, training_args.bin ...)
@@ -41,18 +42,6 @@ def rx(*patterns: str) -> re.Pattern:
     return re.compile("^(?:" + "|".join(patterns) + ")$")
 
 
-STEP_DIRS = [  # (regex, what the number counts)
-    (re.compile(r"^checkpoint-(\d+)$"), "step"),
-    (re.compile(r"^step-(\d+)$"), "step"),
-    (re.compile(r"^step_(\d+)$"), "step"),
-    (re.compile(r"^global_step(\d+)(?:_universal)?$"), "step"),
-    (re.compile(r"^iter_(\d{7})$"), "step"),
-    (re.compile(r"^epoch_(\d+)$"), "epoch"),
-    (re.compile(r"^checkpoint_(\d+)$"), "save"),  # accelerate: a save counter, not a step
-]
-LIGHTNING_NAME = re.compile(r"(?:^|[-_])epoch=(\d+)|(?:^|[-_])step=(\d+)")
-
-
 def listdir(folder: str) -> list[str]:
     try:
         return sorted(os.listdir(folder), key=natural_key)
@@ -62,29 +51,6 @@ def listdir(folder: str) -> list[str]:
 
 def isdir(folder: str, name: str) -> bool:
     return os.path.isdir(os.path.join(folder, name))
-
-
-def step_from_name(name: str) -> tuple[int | None, int | None, str]:
-    """(step, epoch, source) from a checkpoint folder or file name."""
-    for pattern, what in STEP_DIRS:
-        m = pattern.match(name)
-        if m:
-            n = int(m.group(1))
-            if what == "step":
-                return n, None, f"folder name {name}"
-            if what == "epoch":
-                return None, n, f"folder name {name}"
-            return None, None, f"folder name {name} counts saves, not steps"
-    if name.endswith(".ckpt"):
-        step = epoch = None
-        for m in LIGHTNING_NAME.finditer(name[:-5]):
-            if m.group(1) is not None:
-                epoch = int(m.group(1))
-            else:
-                step = int(m.group(2))
-        if step is not None or epoch is not None:
-            return step, epoch, f"file name {name}"
-    return None, None, ""
 
 
 # --- roles -------------------------------------------------------------------------------------
@@ -130,6 +96,6 @@ def read_marker(folder: str, name: str) -> tuple[str, Problem | None]:
 
 def dangling(marker: str, tag: str, folders=(), noun: str = "tag") -> Problem:
     """`marker` names a folder that is not here; `folders` are the ones that are."""
-    newest = f"; the newest {noun} folder here is {max(folders, key=natural_key)}" \
+    newest = f"; the newest {noun} folder here is {newest_name(folders)}" \
         if folders else ""
     return Problem(ERROR, marker, f"{marker} names {tag}, which does not exist{newest}")

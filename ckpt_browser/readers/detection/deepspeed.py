@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import re
 
-from ckpt_browser.model import ERROR, WARNING, Problem, natural_key
+from ckpt_browser.model import ERROR, WARNING, Problem
 from ckpt_browser.readers.detection.common import (OTHER, Detection, add, dangling, isdir, listdir,
-                                                   read_marker, rx, step_from_name)
+                                                   read_marker, rx)
+from ckpt_browser.readers.checkpoints import newest_name, step_from_name
 
 DS_MODEL = re.compile(r"^(?:mp_rank_\d\d|zero_pp_rank_\d+_mp_rank_\d\d)_model_states\.pt$")
 DS_OPTIM = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_\d\d_?optim_states\.pt$")
@@ -35,7 +36,7 @@ def deepspeed_root(path: str, names: list[str]) -> Detection:
         if not tags:
             return Detection(path, path, "deepspeed", roles={OTHER: tuple(info)},
                              problems=tuple(problems))
-        tag = max(tags, key=natural_key)
+        tag = newest_name(tags)
         problems.append(Problem(WARNING, None, f"no readable latest; showing {tag}"))
     step, _, _ = step_from_name(tag)
     det = deepspeed_tag(os.path.join(path, tag), path, tag, listdir(os.path.join(path, tag)),

@@ -9,7 +9,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from ckpt_browser.model import Problem, natural_key
+from ckpt_browser.model import Problem
+from ckpt_browser.readers.checkpoints import newest_name
 from ckpt_browser.readers.detection.common import (OTHER, Detection, add, classify, dangling, isdir,
                                                    listdir, read_marker, rx, with_other)
 from ckpt_browser.readers.detection.dcp import dcp_files, is_dcp
@@ -114,7 +115,7 @@ def _nested_deepspeed(path: str, names: list[str], roles: dict, tag_rx: re.Patte
             tags = [tag]
     if not tags:
         return "", problems
-    tag = max(tags, key=natural_key)
+    tag = newest_name(tags)
     inner = deepspeed_tag(os.path.join(path, tag), path, tag, listdir(os.path.join(path, tag)),
                           None, "")
     for role, files in inner.roles.items():

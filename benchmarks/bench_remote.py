@@ -1,5 +1,5 @@
 """Benchmark `inspect --json` on a remote checkpoint: the 163-shard sparse DeepSeek-V3-shaped
-checkpoint served over HTTP with 20 ms added latency per request (issue 7).
+checkpoint served over HTTP with 20 ms added latency per request.
 
 Usage: python benchmarks/bench_remote.py [--workdir DIR] [--reps N] [--latency S]
                                          [--concurrency 16,32,8] [--backlog N] [--nagle] [--keep]

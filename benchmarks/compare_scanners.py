@@ -1,5 +1,5 @@
 """Which cases of the malicious corpus each pickle scanner flags: ckpt-browser, picklescan,
-modelscan and fickling (issue 13). A measurement, not a test: nothing in tests/ imports it.
+modelscan and fickling. A measurement, not a test: nothing in tests/ imports it.
 
 The three scanners live in their own venv (never the project's, never pyproject.toml):
 

@@ -1,6 +1,6 @@
 """Which framework wrote a checkpoint, its step, and which files hold which part of the state.
 
-Decided from file and folder names only (catalog sections 1-6, 9 and 10). The only files
+Decided from file and folder names only (FORMATS.md has each framework's names). The only files
 opened are tiny text markers: DeepSpeed's `latest`, Megatron's
 `latest_checkpointed_iteration.txt` and `metadata.json`. No pickle is touched here.
 Each family's rules live in `readers/detection/`; this module picks one.

@@ -1,4 +1,4 @@
-"""Zip parser differentials (issue 13): refuse to choose silently between two readings.
+"""Zip parser differentials: refuse to choose silently between two readings.
 
 We show a torch zip as Python's zipfile reads it; torch.load reads it with miniz (zipdir.py
 reads it the same way), unzip and streaming extractors their own way. Wherever the file lets

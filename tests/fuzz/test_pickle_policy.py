@@ -1,4 +1,4 @@
-"""Our pickle policy against torch's weights_only unpickler, over the full opcode set (issue 13).
+"""Our pickle policy against torch's weights_only unpickler, over the full opcode set.
 
 For each pickle drawn by pickle_opcodes.py, EITHER our reader flags it (an ERROR problem, or
 unsafe calls) OR torch's weights_only loader accepts it AND our inert listing equals what torch

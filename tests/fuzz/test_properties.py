@@ -1,4 +1,4 @@
-"""Property-based tests over every reader (issue 8): for each target, hypothesis draws damaged
+"""Property-based tests over every reader: for each target, hypothesis draws damaged
 checkpoints (strategies.py) and harness.check asserts the properties on each:
 
 - a result, or only a documented exception (`CheckpointError`; `ShardError` from the index

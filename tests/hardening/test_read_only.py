@@ -1,4 +1,4 @@
-"""Read-only guarantee (issue 8): every subcommand and both terminal apps run on every sample
+"""Read-only guarantee: every subcommand and both terminal apps run on every sample
 change nothing on disk.
 
 The samples are copied into tmp first (a write must not dirty the repository); each sample path

@@ -1,4 +1,4 @@
-"""The UI never falls over (issue 8): every sample and every damaged input opened in the
+"""The UI never falls over: every sample and every damaged input opened in the
 browser, every screen walked (t, m, r, p, ?, z, c, v, Esc back), the terminal resized to 60x20
 and 200x60; the app keeps running, no worker dies, and the problem is on screen in words.
 The diff app gets the same on damaged pairs, and NO_COLOR=1 leaves every status readable.

@@ -1,5 +1,5 @@
 """Pickles that call a callable no deny list names: gadgets from the standard library, numpy,
-torch and its dependencies that run a command, evaluate code or write a file (issue 13).
+torch and its dependencies that run a command, evaluate code or write a file.
 
 Each is an HF checkpoint whose optimizer.pt holds a real AdamW state plus one `payload` entry; under
 torch.load(weights_only=False) the payload creates PWNED-<case> in the working folder (checked by

@@ -1,5 +1,5 @@
 """Legacy (pre-zip) torch files and files not opened by their names: every pickle in them goes
-through the same policy (issue 13)."""
+through the same policy."""
 
 from __future__ import annotations
 

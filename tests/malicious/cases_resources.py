@@ -1,5 +1,5 @@
 """Resource attacks and pickles our inert model cannot follow: hash-colliding keys, integers too long
-to print, operations on objects that are not plain containers (issue 13)."""
+to print, operations on objects that are not plain containers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Zip parser differentials: archives where two readers could see different contents (issue 13).
+"""Zip parser differentials: archives where two readers could see different contents.
 
 Each optimizer.pt holds a clean AdamW data.pkl where Python's zipfile looks, and a hostile one
 (os.system('touch PWNED-<case>')) where torch's reader (miniz), unzip or a streaming reader

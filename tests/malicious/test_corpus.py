@@ -1,4 +1,4 @@
-"""The malicious corpus (issue 8): every case is reported in words, nothing in it runs, and
+"""The malicious corpus: every case is reported in words, nothing in it runs, and
 every command stays bounded in time and memory.
 
 For each case (tests/malicious/README.md lists them) from an empty working folder:

@@ -1,4 +1,4 @@
-"""Fixtures for remote checkpoints (issue 7): real servers on loopback, started here.
+"""Fixtures for remote checkpoints: real servers on loopback, started here.
 
 - `range_server`: the counting HTTP server of `range_server.py` serving `served_root`, a
   session-wide copy of some of `sample_checkpoints/` plus three made-up checkpoints:

@@ -1,4 +1,4 @@
-"""Remote checkpoints over HTTP (issue 7): the real CLI in a subprocess against the counting range
+"""Remote checkpoints over HTTP: the real CLI in a subprocess against the counting range
 server on loopback. The same checkpoint read locally and by URL gives the same answers; the server's
 counters show what was fetched: at most two range reads per safetensors shard, never a whole shard,
 never tensor bytes for `inspect`, only the tensor's own range for `stats`, nothing again from the

@@ -1,4 +1,4 @@
-"""Remote checkpoints on S3 (issue 7): moto's S3 API in server mode on loopback, bucket `ckpts`
+"""Remote checkpoints on S3: moto's S3 API in server mode on loopback, bucket `ckpts`
 filled from sample_checkpoints/; the real CLI in a subprocess with the standard AWS variables.
 `inspect`, `check` and `diff` give the same JSON for s3://ckpts/SAMPLE as for the local copy;
 local and remote diff equal; missing buckets and keys, denied access and a missing s3fs are one

@@ -38,7 +38,8 @@ def dcp(*ranks: int) -> dict:
 
 
 def safe_load(path: Path):
-    """torch.load(weights_only=True) with the numpy RNG globals allowed (catalog 8.2)."""
+    """torch.load(weights_only=True) with the numpy RNG globals allowed, as the HF Trainer does
+    (FORMATS.md "HF Trainer")."""
     return safe_load_with(path, [])
 
 

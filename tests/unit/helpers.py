@@ -24,8 +24,9 @@ DAMAGED = SAMPLES / "tiny-llama-damaged"
 INDEX = "model.safetensors.index.json"
 SHARDS = tuple(f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3))
 
-# Bits per element, copied from the catalog (section 7), not from ckpt_browser.model.
-CATALOG_BITS = {
+# Bits per element of the 22 safetensors dtypes, written out from safetensors' `Dtype` enum
+# (FORMATS.md "Safetensors"), not taken from ckpt_browser.model.
+SAFETENSORS_BITS = {
     "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8,
     "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16,
     "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64,

@@ -1,5 +1,5 @@
 """Helpers for the resume-check tests: sample copies to damage, DCP metadata edited with
-torch's own classes, and the report as issue 4's JSON with paths made relative."""
+torch's own classes, and the report as `check --json` gives it, with paths made relative."""
 
 from __future__ import annotations
 

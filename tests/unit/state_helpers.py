@@ -75,7 +75,8 @@ def leaves(obj, prefix=""):
 
 
 def torch_load(path):
-    """The reference reading: weights_only=True plus the catalog's numpy RNG allowlist (8.2)."""
+    """The reference reading: weights_only=True plus the HF Trainer's numpy RNG allowlist
+    (FORMATS.md "HF Trainer")."""
     import numpy as np
     import torch
 

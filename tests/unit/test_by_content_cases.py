@@ -93,7 +93,7 @@ def test_a_saved_state_dict_is_weights_only_never_broken(tmp_path):
 def tutorial_checkpoint(path: Path) -> dict:
     """pytorch/tutorials recipes_source/recipes/saving_and_loading_a_general_checkpoint.py:
     SGD(lr=0.001, momentum=0.9) and {"epoch", "model_state_dict", "optimizer_state_dict",
-    "loss"} (content-signatures.md B.1), on a smaller net."""
+    "loss"} (FORMATS.md "PyTorch tutorial"), on a smaller net."""
     model = net()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
     one_step(model, optimizer)
@@ -107,7 +107,8 @@ def test_the_tutorial_checkpoint_is_inexact_under_any_name(tmp_path):
     original = tmp_path / "model.pt"
     tutorial_checkpoint(original)
     rc, doc, _ = check_json(original)
-    # B.1 / B.15: it lacks the RNG; a warning, so training continues but not bit for bit
+    # FORMATS.md "PyTorch tutorial": it lacks the RNG; a warning, so training continues but not
+    # bit for bit
     assert (rc, doc["verdict"]) == (EXIT["inexact"], "inexact")
     assert doc["components"]["rng"]["status"] == "missing"
     assert any(f["component"] == "rng" and f["severity"] == "warning" for f in doc["findings"])

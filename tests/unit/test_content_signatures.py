@@ -1,4 +1,4 @@
-"""Every content signature of content-signatures.md Part A, checked against objects made by the
+"""Every content signature of FORMATS.md "State by content", checked against objects made by the
 REAL classes: a tiny model trained for a step or two, its real state_dicts torch.save'd into
 tmp_path under ordinary and unusual key names (and nested two levels deep).
 
@@ -120,7 +120,7 @@ def step_values(sd: dict) -> list[float]:
     return sorted(steps)
 
 
-# --- A.1 optimizers -------------------------------------------------------------------------------
+# --- optimizers (FORMATS.md "Optimizer state") ---------------------------------------------------
 
 OPTIMIZERS = {
     "SGD": lambda p: O.SGD(p, lr=0.1),
@@ -138,7 +138,7 @@ OPTIMIZERS = {
     "Adafactor": lambda p: O.Adafactor(p),
     "LBFGS": lambda p: O.LBFGS(p, history_size=3, max_iter=3),
 }
-# A.1.2: the per-parameter state keys torch 2.13 writes (checked against the real object first)
+# the per-parameter state keys torch 2.13 writes (checked against the real object first)
 STATE_KEYS = {
     "SGD": set(), "SGD-momentum": {"momentum_buffer"},
     "Adam": {"step", "exp_avg", "exp_avg_sq"},
@@ -171,7 +171,7 @@ def test_optimizer_state_dicts_are_found_under_any_key(tmp_path, name, layout):
     train(model, opt)
     sd = opt.state_dict()
     keys = set().union(*(set(s) for s in sd["state"].values())) if sd["state"] else set()
-    assert keys == STATE_KEYS[name], "torch changed its state keys: update A.1.2"
+    assert keys == STATE_KEYS[name], "torch changed its state keys: update STATE_KEYS"
     where = ".".join(OPT_LAYOUTS[layout])
     saved = {"model": model.state_dict(), **nest(OPT_LAYOUTS[layout], sd)}
     path = save(tmp_path, saved)
@@ -196,7 +196,7 @@ def test_optimizer_state_dicts_are_found_under_any_key(tmp_path, name, layout):
 
 
 def test_sgd_without_momentum_alone_is_still_an_optimizer(tmp_path):
-    """A.1.1: plain SGD keeps no state ({}), but its param groups are there: a standalone
+    """plain SGD keeps no state ({}), but its param groups are there: a standalone
     optimizer.pt, and the same nested under an odd name."""
     model = mlp()
     opt = O.SGD(model.parameters(), lr=0.1)
@@ -215,7 +215,7 @@ def test_sgd_without_momentum_alone_is_still_an_optimizer(tmp_path):
 
 
 def test_lazily_missing_state_is_reported_but_not_an_error(tmp_path):
-    """A.1.1 / A.1.5.4: only the params that got a gradient have state (keys [2, 3])."""
+    """Lazy state: only the params that got a gradient have state (keys [2, 3])."""
     model = mlp()
     opt = O.Adam(model.parameters())
     model[0].requires_grad_(False)
@@ -238,7 +238,7 @@ def test_lazily_missing_state_is_reported_but_not_an_error(tmp_path):
 
 
 def test_fqn_keyed_optimizer_state_from_get_optimizer_state_dict(tmp_path):
-    """A.1.4: torch.distributed.checkpoint.state_dict keys the state by parameter name."""
+    """torch.distributed.checkpoint.state_dict keys the state by parameter name."""
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
     model = mlp()
@@ -262,7 +262,7 @@ def test_fqn_keyed_optimizer_state_from_get_optimizer_state_dict(tmp_path):
                                             for n in names}
 
 
-# --- A.2 schedulers -------------------------------------------------------------------------------
+# --- schedulers (FORMATS.md "LR scheduler state") ------------------------------------------------
 
 def _warmup(step: int, n: int) -> float:
     return min(1.0, (step + 1) / n)
@@ -303,7 +303,7 @@ def test_scheduler_state_dicts_are_found_under_any_key(tmp_path, name, layout):
     saved = {"model": model.state_dict(), "optimizer": opt.state_dict(),
              **nest(SCHED_LAYOUTS[layout], sd)}
     path = save(tmp_path, saved)
-    _, found = parts(path)  # no code reference anywhere in a torch 2.13 scheduler (A.2)
+    _, found = parts(path)  # no code reference anywhere in a torch 2.13 scheduler
     assert ("scheduler", where) in kinds_at(found)
     assert [f.kind for f in found].count("scheduler") == 1, "a child scheduler counted twice"
     c = training_state(str(path)).components["scheduler"]
@@ -325,7 +325,7 @@ def test_no_scheduler_without_initial_lr_is_not_needed(tmp_path):
 
 
 def test_no_scheduler_but_initial_lr_in_the_groups_is_missing(tmp_path):
-    """A.2: any torch scheduler's constructor sets initial_lr: the run had one, it was not saved."""
+    """Any torch scheduler's constructor sets initial_lr: the run had one, it was not saved."""
     model = mlp()
     opt = O.SGD(model.parameters(), lr=0.1, momentum=0.9)
     sched = S.StepLR(opt, step_size=1)
@@ -340,7 +340,7 @@ def test_no_scheduler_but_initial_lr_in_the_groups_is_missing(tmp_path):
     assert report.verdict == "inexact"
 
 
-# --- A.3 GradScaler -------------------------------------------------------------------------------
+# --- GradScaler (FORMATS.md "Grad scaler state") -------------------------------------------------
 
 def scaled_run():
     model = mlp()
@@ -390,7 +390,7 @@ def test_disabled_grad_scaler_is_not_needed(tmp_path):
     {"hparams": {"amp": True}},
 ])
 def test_fp16_evidence_without_a_scaler_is_missing(tmp_path, settings):
-    """C#22: fp16 in the saved args and no scaler record: the loss scale restarts."""
+    """fp16 in the saved args and no scaler record: the loss scale restarts."""
     model = mlp()
     opt = O.AdamW(model.parameters())
     train(model, opt)
@@ -399,7 +399,7 @@ def test_fp16_evidence_without_a_scaler_is_missing(tmp_path, settings):
     assert findings(resume_report(str(path)), "scaler", "warning")
 
 
-# --- A.4 RNG --------------------------------------------------------------------------------------
+# --- RNG (FORMATS.md "RNG state") ----------------------------------------------------------------
 
 def rng_states() -> dict:
     """name -> (state, what the library calls its generator, restores the torch CPU RNG?)"""
@@ -494,11 +494,11 @@ def test_a_counter_beside_an_rng_state_is_still_a_counter(tmp_path):
     assert ts.epoch == 3
 
 
-# --- A.5 data position ----------------------------------------------------------------------------
+# --- data position (FORMATS.md "Data position") --------------------------------------------------
 
 def stateful_dataloader_state() -> dict:
     # torchdata stateful_dataloader.py, _StatefulSingleProcessDataLoaderIter.state_dict(): these
-    # nine keys; the index sampler states as content-signatures.md A.5 gives them
+    # nine keys; the index sampler states as FORMATS.md "Data position" gives them
     # (RandomSampler -> {yielded, generator}, BatchSampler -> {samples_yielded, ...}).
     return {"_index_sampler_state": {"samples_yielded": 8,
                                      "sampler_iter_state": {"generator": torch.Generator()
@@ -581,9 +581,9 @@ def test_mid_epoch_counter_without_data_state_is_missing(tmp_path):
     assert status(training_state(str(path)), "data") != "missing"
 
 
-# --- A.6 counters ---------------------------------------------------------------------------------
+# --- counters (FORMATS.md "Progress counters") ---------------------------------------------------
 
-COUNTERS = [  # (name, unit) from the A.6 table
+COUNTERS = [  # (name, unit)
     ("iter_num", "step"), ("global_step", "step"), ("num_updates", "step"),
     ("steps_run", "step"), ("epoch", "epoch"), ("epochs_run", "epoch"),
     ("iteration", "step"),
@@ -592,7 +592,7 @@ COUNTERS = [  # (name, unit) from the A.6 table
 
 @pytest.mark.parametrize("name,unit", COUNTERS)
 def test_counters_by_name(tmp_path, name, unit):
-    """The same custom loop file, its counter under each A.6 name: the same answer."""
+    """The same custom loop file, its counter under each name: the same answer."""
     model = mlp()
     opt = O.AdamW(model.parameters())
     train(model, opt, steps=3)
@@ -653,7 +653,7 @@ def test_a_file_name_whose_number_disagrees_with_the_counters_is_a_warning(tmp_p
     assert not findings(report, "progress", "warning")
 
 
-# --- A.7 weights ----------------------------------------------------------------------------------
+# --- weights (FORMATS.md "Model weights") --------------------------------------------------------
 
 def bn_model() -> nn.Module:
     torch.manual_seed(0)
@@ -712,7 +712,7 @@ def test_generator_and_discriminator(tmp_path):
     (lambda m: torch.compile(m, backend="eager"), "_orig_mod."),
 ])
 def test_wrapper_prefixes(tmp_path, wrap, prefix):
-    """A.7.2: every key starts with the wrapper's attribute name."""
+    """A wrapper's prefix: every key starts with the wrapper's attribute name."""
     model = bn_model()
     sd = wrap(model).state_dict()
     assert all(k.startswith(prefix) for k in sd)
@@ -750,7 +750,7 @@ def test_averaged_model_under_model_ema_is_the_ema(tmp_path):
 
 
 def test_ema_only_is_a_warning(tmp_path):
-    """C#18: only the EMA saved, the raw weights not."""
+    """Only the EMA saved, the raw weights not (FORMATS.md "Resume verdict")."""
     model = bn_model()
     opt = O.SGD(model.parameters(), lr=0.1, momentum=0.9)
     ema = torch.optim.swa_utils.AveragedModel(model)
@@ -780,7 +780,7 @@ def module_tensor_paths(module: nn.Module, prefix: str = "") -> dict[str, str]:
 
 
 def test_whole_module_pickle(tmp_path):
-    """A.7.3: torch.save(model): a class record whose tensors sit in _parameters / _buffers."""
+    """torch.save(model): a class record whose tensors sit in _parameters / _buffers."""
     model = bn_model()
     path = save(tmp_path, model)
     want = module_tensor_paths(model)

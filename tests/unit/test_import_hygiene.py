@@ -1,4 +1,4 @@
-"""Habit 1: the core never imports Textual, and a safetensors-only browse imports no torch.
+"""The core never imports Textual, and a safetensors-only browse imports no torch.
 
 Checked in a fresh interpreter, because this test session has imported all of them already.
 """

@@ -1,5 +1,6 @@
 """Legacy (pre-zip) torch files however their first pickle writes torch's magic number, and all
-five of their pickles read with the same policy as any pickle (issue 13).
+five of their pickles read with the same policy as any pickle (FORMATS.md "torch.save legacy
+format").
 
 torch.load (weights_only=False) unpickles the first pickle and compares its value with
 MAGIC_NUMBER, then unpickles the protocol version, the system info, the object and the list of

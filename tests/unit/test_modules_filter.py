@@ -12,7 +12,7 @@ from ckpt_browser.analysis.modules import build_modules
 from ckpt_browser.model import natural_key
 from ckpt_browser.analysis.open import open_checkpoint
 
-from .helpers import CATALOG_BITS, RUN6, SHARDS, craft, entry, reference_map
+from .helpers import RUN6, SAFETENSORS_BITS, SHARDS, craft, entry, reference_map
 
 
 def walk(node):
@@ -34,7 +34,7 @@ def test_module_subtotals_equal_the_tensors_under_each_prefix():
                  if not node.path or n.startswith(node.path + ".")]
         assert node.totals.tensors == len(under), node.path
         assert node.totals.params == sum(math.prod(s) for _, s in under), node.path
-        assert node.totals.bytes == sum(math.prod(s) * CATALOG_BITS[d] // 8
+        assert node.totals.bytes == sum(math.prod(s) * SAFETENSORS_BITS[d] // 8
                                         for d, s in under), node.path
         # children and own tensors add up to the node
         assert node.totals.params == (sum(c.totals.params for c in node.children.values())
@@ -55,7 +55,7 @@ def test_module_children_sort_naturally_and_subtotals_by_dtype(tmp_path):
     header, begin = {}, 0
     for i in random.Random(0).sample(range(12), 12):  # written in a shuffled order
         for part, dtype in (("w", "F32"), ("s", "BF16")):
-            size = 4 * CATALOG_BITS[dtype] // 8
+            size = 4 * SAFETENSORS_BITS[dtype] // 8
             header[f"model.layers.{i}.{part}"] = entry(dtype, [4], begin, begin + size)
             begin += size
     path = craft(tmp_path / "m.safetensors", header, bytes(begin))

@@ -1,4 +1,4 @@
-"""Popular projects' single-file layouts (content-signatures.md Part B), read by content.
+"""Popular projects' single-file layouts (FORMATS.md "Single-file projects"), read by content.
 
 Two sets:
 
@@ -8,10 +8,10 @@ Two sets:
   with the allowlists the README lists, or, for the files weights_only refuses, an inert
   unpickler whose find_class hands out record classes instead of importing anything;
 * faithful copies, built here, of the layouts the samples lack (Ultralytics, YOLOv5, fairseq,
-  Composer, torchtune, detectron2's DefaultTrainer, mmcv 1.x), each citing its Part B section.
+  Composer, torchtune, detectron2's DefaultTrainer, mmcv 1.x), each named as its section is.
 
-Statuses the files cannot decide alone (what a project's own resume re-derives) follow Part B
-and the B.15 matrix, section by section.
+Statuses the files cannot decide alone (what a project's own resume re-derives) follow those
+sections, project by project.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def tensors_in(obj) -> list[torch.Tensor]:
 
 
 def holds_rng(obj, depth: int = 0) -> bool:
-    """Any A.4 RNG state anywhere: a uint8 [5056] tensor, numpy's MT19937 tuple or dict,
-    random.getstate()'s (3, <625 ints>, ...)."""
+    """Any RNG state anywhere (FORMATS.md "RNG state"): a uint8 [5056] tensor, numpy's MT19937
+    tuple or dict, random.getstate()'s (3, <625 ints>, ...)."""
     if depth > 12:
         return False
     if isinstance(obj, torch.Tensor):
@@ -126,8 +126,9 @@ def statuses(ts) -> dict:
 
 
 def verdict_for(expected: dict) -> str:
-    """The verdict the statuses call for (catalog section 9, resume/verdict.py): the weights not
-    usable -> broken; the optimizer not usable -> weights-only; anything else lacking -> inexact."""
+    """The verdict the statuses call for (FORMATS.md "Resume verdict", resume/verdict.py): the
+    weights not usable -> broken; the optimizer not usable -> weights-only; anything else lacking
+    -> inexact."""
     if expected["weights"] not in FINE:
         return "broken"
     if expected["optimizer"] not in FINE:
@@ -173,8 +174,8 @@ def test_state_dict_sample():
 @pytest.mark.parametrize("path", [PROJECTS / "tutorial" / "model.pt",
                                   PROJECTS / "legacy" / "checkpoint.pth"])
 def test_tutorial_samples(path):
-    """B.1: {epoch, model_state_dict, optimizer_state_dict, loss}; lacks RNG (and a scheduler,
-    which the recipe never had: no initial_lr in its groups)."""
+    """PyTorch tutorial: {epoch, model_state_dict, optimizer_state_dict, loss}; lacks RNG (and a
+    scheduler, which the recipe never had: no initial_lr in its groups)."""
     d = safe_load(path)
     assert set(d) == {"epoch", "model_state_dict", "optimizer_state_dict", "loss"}
     assert not holds_rng(d) and not initial_lr(d["optimizer_state_dict"])
@@ -197,8 +198,8 @@ def test_custom_run_files(name):
     d = safe_load(CUSTOM / name)
     assert holds_rng(d["rng_state"]) and d["scaler"]
     expected = {"weights": "ok", "optimizer": "ok", "scheduler": "ok", "rng": "ok",
-                # saved at the end of an epoch with the torch CPU RNG (A.5: a shuffling
-                # DataLoader draws the next epoch's order from it)
+                # saved at the end of an epoch with the torch CPU RNG (a shuffling
+                # DataLoader draws the next epoch's order from it: FORMATS.md "Data position")
                 "data": "not-needed", "progress": "ok", "scaler": "ok"}
     ts, report = check(CUSTOM / name, "custom", expected, step=d["global_step"], epoch=d["epoch"])
     c = ts.components
@@ -220,8 +221,8 @@ def test_custom_run_folder_is_a_timeline():
 
 
 def test_nanogpt_sample():
-    """B.2: model (_orig_mod.*, tied wte / lm_head), AdamW in two groups, iter_num; lacks RNG
-    and the GradScaler its float16 dtype needs; the LR is recomputed from iter_num."""
+    """nanoGPT: model (_orig_mod.*, tied wte / lm_head), AdamW in two groups, iter_num; lacks
+    RNG and the GradScaler its float16 dtype needs; the LR is recomputed from iter_num."""
     path = PROJECTS / "nanogpt" / "ckpt.pt"
     d = safe_load(path)
     assert d["config"]["dtype"] == "float16" and not holds_rng(d)
@@ -246,8 +247,9 @@ TV = PROJECTS / "torchvision-classification"
 
 @pytest.mark.parametrize("name", ["model_0.pth", "model_1.pth", "checkpoint.pth"])
 def test_torchvision_samples(name):
-    """B.3: model, optimizer, lr_scheduler (SequentialLR), epoch, args, model_ema and the {}
-    of a GradScaler that disabled itself (A.3: not needed); lacks RNG."""
+    """torchvision references: model, optimizer, lr_scheduler (SequentialLR), epoch, args,
+    model_ema and the {} of a GradScaler that disabled itself (not needed: FORMATS.md "Grad
+    scaler state"); lacks RNG."""
     d = safe_load(TV / name)
     assert d["scaler"] == {} and not holds_rng(d)
     expected = {"weights": "ok", "optimizer": "ok", "scheduler": "ok", "rng": "missing",
@@ -273,7 +275,7 @@ TIMM = PROJECTS / "timm"
 @pytest.mark.parametrize("name", ["checkpoint-0.pth.tar", "checkpoint-1.pth.tar", "last.pth.tar",
                                   "recovery-0-2.pth.tar", "recovery-1-2.pth.tar"])
 def test_timm_samples(name):
-    """B.4: the scheduler is re-stepped from the epoch, amp_scaler saved, no RNG; a recovery
+    """timm: the scheduler is re-stepped from the epoch, amp_scaler saved, no RNG; a recovery
     file is written mid-epoch and resuming from it skips the rest of that epoch."""
     d = safe_load(TIMM / name)
     assert d["version"] == 2 and d["amp_scaler"]["scale"] > 0 and not holds_rng(d)
@@ -292,8 +294,8 @@ IGNITE = PROJECTS / "ignite"
 
 @pytest.mark.parametrize("name", ["checkpoint_6.pt", "checkpoint_8.pt"])
 def test_ignite_samples(name):
-    """B.5: {model, optimizer, lr_scheduler, trainer{epoch_length, iteration, max_epochs}}; the
-    base Engine restarts an epoch's data, so a save inside an epoch loses the position."""
+    """ignite: {model, optimizer, lr_scheduler, trainer{epoch_length, iteration, max_epochs}};
+    the base Engine restarts an epoch's data, so a save inside an epoch loses the position."""
     d = safe_load(IGNITE / name)
     t = d["trainer"]
     mid = t["iteration"] % t["epoch_length"] != 0
@@ -306,7 +308,7 @@ def test_ignite_samples(name):
 
 
 def test_ignite_single_object_without_a_wrapper_key():
-    """A.0 / B.5: model_8.pt is the bare state_dict."""
+    """ignite: model_8.pt is the bare state_dict."""
     path = IGNITE / "model_8.pt"
     sd = safe_load(path)
     ts, _ = check(path, "torch", WEIGHTS_ONLY)
@@ -333,7 +335,7 @@ MMENGINE = PROJECTS / "mmengine" / "work_dir"
 
 @pytest.mark.parametrize("name", ["epoch_1.pth", "epoch_2.pth"])
 def test_mmengine_samples(name):
-    """B.6: meta{epoch, iter, seed, mmengine_version}, state_dict, message_hub, optimizer,
+    """mmengine: meta{epoch, iter, seed, mmengine_version}, state_dict, message_hub, optimizer,
     param_schedulers; no RNG (re-seeded); an epoch-based loop resumes at an epoch boundary."""
     d = inert_load(MMENGINE / name)  # weights_only refuses builtins.getattr / HistoryBuffer
     assert "mmengine_version" in d["meta"] and not holds_rng(d)
@@ -370,8 +372,8 @@ FVCORE = PROJECTS / "fvcore"
 
 @pytest.mark.parametrize("name", ["model_0000001.pth", "model_0000003.pth", "model_final.pth"])
 def test_fvcore_samples(name):
-    """B.7 plain_train_net: {model, optimizer, scheduler, iteration}; no RNG (seed_all_rng) and
-    the TrainingSampler restarts its stream, so the data position is lost."""
+    """detectron2 plain_train_net: {model, optimizer, scheduler, iteration}; no RNG (seed_all_rng)
+    and the TrainingSampler restarts its stream, so the data position is lost."""
     d = safe_load(FVCORE / name)
     assert set(d) == {"model", "optimizer", "scheduler", "iteration"}
     expected = {"weights": "ok", "optimizer": "ok", "scheduler": "ok", "rng": "missing",
@@ -381,7 +383,7 @@ def test_fvcore_samples(name):
 
 
 def test_peft_checkpoint():
-    """B.13: HF Trainer folder with an adapter; scaler only if training_args says fp16."""
+    """PEFT adapters: HF Trainer folder with an adapter; scaler only if training_args says fp16."""
     folder = PROJECTS / "peft" / "checkpoint-4"
     state = json.loads((folder / "trainer_state.json").read_text())
     args = inert_load(folder / "training_args.bin")  # a pickled TrainingArguments
@@ -396,7 +398,7 @@ def test_peft_checkpoint():
 
 
 def test_deepspeed_zero3_sample():
-    """B.14: module (placeholders under ZeRO-3), optimizer None (the state is in the optim
+    """DeepSpeed: module (placeholders under ZeRO-3), optimizer None (the state is in the optim
     shards), global_steps; no RNG and no data position."""
     folder = PROJECTS / "deepspeed-zero3"
     tag = (folder / "latest").read_text().strip()
@@ -425,7 +427,8 @@ def test_torchscript_and_export_samples_are_weights_only():
 
 
 def test_whole_module_sample():
-    """A.7.3: torch.save of a mynet.TinyNet: its class is named, nothing is imported."""
+    """torch.save of a mynet.TinyNet: its class is named, nothing is imported (FORMATS.md
+    "Model weights")."""
     path = PROJECTS / "whole-module" / "model.pt"
     obj = inert_load(path)
     cls = f"{type(obj).__module__}.{type(obj).__qualname__}"
@@ -506,7 +509,7 @@ class DetectionModel(nn.Module):
 
 
 def ultralytics_last(tmp_path: Path) -> tuple[Path, dict]:
-    """B.8 BaseTrainer.save_model (stored copy 00016300): model None, ema a pickled half
+    """Ultralytics BaseTrainer.save_model (stored copy 00016300): model None, ema a pickled half
     DetectionModel from ultralytics.nn.tasks, fp16-cast optimizer, scaler, train_args ..."""
     root = package(tmp_path, {"ultralytics/__init__.py": "", "ultralytics/nn/__init__.py": "",
                               "ultralytics/nn/tasks.py": ULTRALYTICS_TASKS})
@@ -534,10 +537,10 @@ def ultralytics_last(tmp_path: Path) -> tuple[Path, dict]:
                         "origin": None},
                 "license": "AGPL-3.0 (https://ultralytics.com/license)",
                 "docs": "https://docs.ultralytics.com"}
-        buffer = io.BytesIO()  # serialised once, written with write_bytes (B.8)
+        buffer = io.BytesIO()  # serialised once, written with write_bytes
         torch.save(ckpt, buffer)
         (weights / "last.pt").write_bytes(buffer.getvalue())
-        stripped = dict(ckpt)  # strip_optimizer (B.8 "End of training")
+        stripped = dict(ckpt)  # strip_optimizer, at the end of training
         stripped.update(epoch=-1, optimizer=None, ema=None, updates=None, scaler=None,
                         best_fitness=None, model=copy.deepcopy(ema).half())
         torch.save(stripped, weights / "best.pt")
@@ -550,7 +553,7 @@ def test_ultralytics_last_pt(tmp_path):
     assert "ultralytics" not in sys.modules
     found = {(f.kind, f.path) for f in classify(pickled_root(path))}
     assert ("ema", "ema") in found and not any(k == "weights" for k, _ in found)
-    # B.8 / B.15: no raw weights (EMA only), no RNG; schedule and data restart at the epoch
+    # Ultralytics: no raw weights (EMA only), no RNG; schedule and data restart at the epoch
     expected = {"weights": "ok", "optimizer": "ok", "scheduler": "not-needed", "rng": "missing",
                 "data": "not-needed", "progress": "ok", "scaler": "ok"}
     ts, report = check(path, "ultralytics", expected, epoch=ckpt["epoch"], project="ultralytics")
@@ -609,7 +612,7 @@ class DetectionModel(nn.Module):
 
 
 def yolov5_last(tmp_path: Path) -> tuple[Path, dict]:
-    """B.9 YOLOv5 train.py: model and ema are whole half modules (models.yolo.DetectionModel),
+    """YOLOv5 train.py: model and ema are whole half modules (models.yolo.DetectionModel),
     the SGD in YOLOv5's three groups (biases, weights with decay, BN weights), opt = vars(opt);
     no scaler."""
     root = package(tmp_path, {"models/__init__.py": "", "models/common.py": YOLOV5_COMMON,
@@ -671,7 +674,7 @@ def test_yolov5_lacks_its_scaler(tmp_path):
     assert "scaler" not in ckpt
     weights = open_checkpoint(str(path)).weights
     floats = {t.dtype for t in weights if t.dtype.startswith(("F", "BF"))}
-    assert floats == {"F16"}  # .half() modules: fp16 evidence (C#22)
+    assert floats == {"F16"}  # .half() modules: fp16 evidence
     ts = training_state(str(path))
     assert ts.components["scaler"].status == "missing"
 
@@ -684,7 +687,7 @@ def test_yolov5_stripped_final_is_weights_only(tmp_path):
 
 
 def fairseq_checkpoint(tmp_path: Path, fp16: bool = True) -> tuple[Path, dict]:
-    """B.10: Trainer.state_dict + checkpoint_utils.save_checkpoint (fairseq 3d262bb2): args None,
+    """fairseq: Trainer.state_dict + checkpoint_utils.save_checkpoint (3d262bb2): args None,
     cfg a plain dict, optimizer_history[-1]{lr_scheduler_state, num_updates}, extra_state
     {train_iterator, ...}, last_optimizer_state (FP16Optimizer adds loss_scale)."""
     model = mlp()
@@ -718,7 +721,7 @@ def fairseq_checkpoint(tmp_path: Path, fp16: bool = True) -> tuple[Path, dict]:
 
 
 def test_fairseq_checkpoint_last(tmp_path):
-    """B.10 / B.15: nothing missing (RNG reseeded with seed + num_updates every update)."""
+    """fairseq: nothing missing (RNG reseeded with seed + num_updates every update)."""
     path, ckpt = fairseq_checkpoint(tmp_path)
     expected = {"weights": "ok", "optimizer": "ok", "scheduler": "ok", "rng": "not-needed",
                 "data": "ok", "progress": "ok", "scaler": "ok"}
@@ -730,7 +733,7 @@ def test_fairseq_checkpoint_last(tmp_path):
 
 
 def composer_checkpoint(tmp_path: Path) -> tuple[Path, dict]:
-    """B.11: {"state": State.state_dict(), "rng": [per-rank dicts]}; FQN-keyed optimizers
+    """Composer: {"state": State.state_dict(), "rng": [per-rank dicts]}; FQN-keyed optimizers
     (get_optimizer_state_dict), schedulers by qualname, Timestamp.state_dict() (with its
     timedeltas, composer/core/time.py), rank_zero_seed, dataset_state{train: StreamingDataset
     state}."""
@@ -769,7 +772,7 @@ def composer_checkpoint(tmp_path: Path) -> tuple[Path, dict]:
 
 
 def test_composer_checkpoint(tmp_path):
-    """B.11 / B.15: close to complete."""
+    """Composer: close to complete."""
     path, ckpt = composer_checkpoint(tmp_path)
     assert fingerprint(pickled_root(path)).name == "composer"
     expected = {"weights": "ok", "optimizer": "ok", "scheduler": "ok", "rng": "ok", "data": "ok",
@@ -784,7 +787,7 @@ def test_composer_checkpoint(tmp_path):
 
 
 def torchtune_recipe_state(tmp_path: Path) -> tuple[Path, dict, nn.Module]:
-    """B.12: recipe_state.pt = {optimizer, seed, epochs_run, total_epochs, max_steps_per_epoch,
+    """torchtune: recipe_state.pt = {optimizer, seed, epochs_run, total_epochs, max_steps_per_epoch,
     steps_run, total_training_steps, dataloader, val_dataloader}; the weights go elsewhere."""
     model = mlp()
     opt = torch.optim.AdamW(model.parameters())
@@ -806,8 +809,8 @@ def torchtune_recipe_state(tmp_path: Path) -> tuple[Path, dict, nn.Module]:
 def test_torchtune_recipe_state_alone_has_no_weights(tmp_path):
     path, state, _ = torchtune_recipe_state(tmp_path)
     expected = {"weights": "missing", "optimizer": "ok",
-                "scheduler": "missing",  # B.12: rebuilt from global_step, internals differ
-                "rng": "missing",  # B.12: only the seed
+                "scheduler": "missing",  # rebuilt from global_step, internals differ
+                "rng": "missing",  # only the seed
                 "data": "ok", "progress": "ok", "scaler": "not-needed"}
     ts, report = check(path, "torchtune", expected, step=state["steps_run"],
                        epoch=state["epochs_run"], project="torchtune")
@@ -825,7 +828,7 @@ def test_torchtune_epoch_folder_with_its_weights(tmp_path):
 
 
 def test_detectron2_default_trainer(tmp_path):
-    """B.7 DefaultTrainer: {model, trainer{iteration, hooks{LRScheduler}, _trainer{iteration,
+    """detectron2 DefaultTrainer: {model, trainer{iteration, hooks{LRScheduler}, _trainer{iteration,
     optimizer, grad_scaler}}, iteration}, written by fvcore's Checkpointer as
     model_{iteration:07d}.pth; the LRMultiplier saves only base_lrs and last_epoch."""
     model = mlp()

@@ -1,4 +1,4 @@
-"""`ckpt-browser check`: one resume verdict with findings (issue 4, catalog section 9).
+"""`ckpt-browser check`: one resume verdict with findings (FORMATS.md "Resume verdict").
 
 Every framework sample gets its exact JSON asserted; damage is made on copies in tmp_path (a
 deleted RNG file, a missing scheduler, a truncated shard, a DCP chunk map with a gap written

@@ -2,8 +2,9 @@
 
 Good files come from `save_file`; every bad file is either a real file damaged afterwards or
 raw bytes crafted to the format (8-byte LE length + JSON header + data). Where the reference
-(`safe_open`) accepts or rejects a file, the reader must do the same, except for the cases the
-catalog says an inspector should flag although the reference lets them through (duplicates).
+(`safe_open`) accepts or rejects a file, the reader must do the same, except for the cases an
+inspector should flag although the reference lets them through (duplicates; FORMATS.md
+"Safetensors").
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 import ckpt_browser.readers.safetensors as st_reader
 from ckpt_browser.readers.safetensors import read_header
 
-from .helpers import (CATALOG_BITS, RUN6, SHARDS, craft, entry, header_len, reference_accepts,
+from .helpers import (RUN6, SAFETENSORS_BITS, SHARDS, craft, entry, header_len, reference_accepts,
                       reference_tensors, save, sparse, locked_file, unprivileged)
 
 TORCH_DTYPES = ["float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32",
@@ -100,9 +101,9 @@ def test_sample_shards_match_safe_open(shard):
     assert_matches_reference(path, read(path))
 
 
-def test_all_22_catalog_dtype_strings_are_accepted(tmp_path):
+def test_all_22_safetensors_dtype_strings_are_accepted(tmp_path):
     header, begin = {}, 0
-    for dtype, bits in CATALOG_BITS.items():
+    for dtype, bits in SAFETENSORS_BITS.items():
         count = 8  # 8 elements is whole bytes for every width, F4 and F6 included
         end = begin + count * bits // 8
         header[f"t.{dtype}"] = entry(dtype, [2, 4], begin, end)
@@ -218,7 +219,7 @@ def test_metadata_key_named_data_offsets_is_not_a_duplicate(tmp_path):
     assert info.metadata == {"data_offsets": "x", "dtype": "y", "format": "pt"}
 
 
-# --- accepted quirks (catalog section 7) ------------------------------------------------------
+# --- accepted quirks (FORMATS.md "Safetensors") -----------------------------------------------
 
 GOOD = {
     "scalar shape []": ({"s": entry("F32", [], 0, 4)}, bytes(4)),

@@ -141,7 +141,7 @@ def _titan_items() -> dict:
     from torch.distributed.checkpoint import FileSystemReader
 
     md = FileSystemReader(str(TITAN_STEP)).read_metadata()  # our own sample
-    values = {}  # each item, tensor or not, is a standalone torch.save blob (catalog 4.2)
+    values = {}  # each item, tensor or not, is a standalone torch.save blob (FORMATS.md "DCP")
     for idx, info in md.storage_data.items():
         if idx.fqn.endswith((".lr", ".step")) or idx.fqn == "lr_scheduler.last_epoch":
             with open(TITAN_STEP / info.relative_path, "rb") as f:

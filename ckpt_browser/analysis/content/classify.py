@@ -1,4 +1,4 @@
-"""Find the parts of a pickled file by what they hold (content-signatures.md A.8).
+"""Find the parts of a pickled file by what they hold (FORMATS.md "State by content").
 
 One walk down the object graph: at each node the signatures are tried in order (optimizer,
 scheduler, scaler, RNG, data position, weights); a node that matches becomes a Part and is not

@@ -14,7 +14,7 @@ from ckpt_browser.standins import TensorRef
 
 BUFFERS = ("running_mean", "running_var", "num_batches_tracked", "n_averaged")
 FLOATS = ("F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "C64", "C128")
-# per-parameter state that has the parameter's shape (A.1.2, A.1.3)
+# per-parameter state that has the parameter's shape (FORMATS.md "Optimizer state")
 MAIN_STATE = ("exp_avg", "momentum_buffer", "sum", "square_avg", "exp_avg_sq", "state1",
               "exp_inf", "ax", "prev", "acc_delta", "max_exp_avg_sq")
 

@@ -1,9 +1,9 @@
-"""Which project wrote a single-file checkpoint, from its top-level keys (content-signatures.md
-Part B), and what that project's own resume does about each component.
+"""Which project wrote a single-file checkpoint, from its top-level keys (FORMATS.md
+"Single-file projects"), and what that project's own resume does about each component.
 
 A fingerprint never changes what a tensor is; it names the producer and says which missing
 parts its resume re-derives (nanoGPT recomputes the LR from iter_num, fairseq reseeds every
-update ...) and which it lacks (B.15).
+update ...) and which it lacks.
 """
 
 from __future__ import annotations

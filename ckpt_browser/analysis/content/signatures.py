@@ -1,5 +1,5 @@
-"""What each part of a training checkpoint looks like once unpickled (content-signatures.md
-Part A), as predicates over the inert records the restricted unpickler builds.
+"""What each part of a training checkpoint looks like once unpickled (FORMATS.md
+"State by content"), as predicates over the inert records the restricted unpickler builds.
 
 Every predicate looks at one node (a dict, an Opaque object's fields, a list or tuple) and its
 key; none descends further than one level, so classifying a file stays linear in its size.
@@ -11,8 +11,8 @@ import re
 
 from ckpt_browser.standins import NumpyArray, Opaque, TensorRef
 
-# A.4: RNG states by shape. CPU torch generator: 5,056 bytes; CUDA/XPU/NPU: 16 (seed, offset);
-# MPS: 44 or 36; CUDA before torch 2.1: 816.
+# RNG states by shape (FORMATS.md "RNG state"). CPU torch generator: 5,056 bytes; CUDA/XPU/NPU:
+# 16 (seed, offset); MPS: 44 or 36; CUDA before torch 2.1: 816.
 RNG_BYTES = {5056: "torch cpu", 16: "torch cuda", 44: "torch mps", 36: "torch mps",
              816: "torch cuda (before 2.1)"}
 SCALER_KEYS = frozenset({"scale", "growth_factor", "backoff_factor", "growth_interval"})
@@ -28,7 +28,7 @@ SCHEDULER_NAMES = re.compile(r"^(?:lr_)?sched(?:uler)?(?:_state(?:_dict)?)?$", r
 DATA_NAMES = re.compile(r"^(?:.*_)?(?:dataloader|data_loader|dl|loader|sampler|data_sampler|"
                         r"dataset|data)_?(?:state(?:_dict)?)?$|^dl_state_dict$|^train_iterator$",
                         re.I)
-# A.6: progress counters, by name (a hint: checked against the other counters)
+# progress counters, by name (a hint: checked against the other counters)
 STEP_NAMES = re.compile(r"^(?:global_?)?(?:step|steps|iter|iters|iter_num|iteration|iterations|"
                         r"num_updates|updates_done|global_steps|steps_run|optimizer_steps|"
                         r"total_steps_done|train_steps|it)$", re.I)
@@ -61,7 +61,7 @@ def tensor_count(f: dict) -> int:
     return sum(1 for v in f.values() if type(v) is TensorRef)
 
 
-# --- A.1 optimizer -----------------------------------------------------------------------------
+# --- optimizer (FORMATS.md "Optimizer state") --------------------------------------------------
 
 def optimizer_kind(f: dict) -> str | None:
     if type(f.get("state")) is dict and type(f.get("param_groups")) is list:
@@ -76,7 +76,7 @@ def optimizer_kind(f: dict) -> str | None:
     return None
 
 
-# --- A.2 scheduler -----------------------------------------------------------------------------
+# --- scheduler (FORMATS.md "LR scheduler state") -----------------------------------------------
 
 def scheduler_kind(f: dict) -> str | None:
     if tensor_count(f):
@@ -107,7 +107,7 @@ def scheduler_list(v) -> bool:
         scheduler_kind(fields(x)) for x in v if x is not None) and any(x is not None for x in v)
 
 
-# --- A.3 scaler --------------------------------------------------------------------------------
+# --- scaler (FORMATS.md "Grad scaler state") ---------------------------------------------------
 
 def scaler_kind(f: dict, key: str, obj) -> str | None:
     if SCALER_KEYS <= f.keys():
@@ -124,7 +124,7 @@ def scaler_kind(f: dict, key: str, obj) -> str | None:
     return None
 
 
-# --- A.4 RNG -----------------------------------------------------------------------------------
+# --- RNG (FORMATS.md "RNG state") --------------------------------------------------------------
 
 def rng_leaf(v) -> str | None:
     """The generator a value restores, when it is an RNG state by shape."""
@@ -172,7 +172,7 @@ def rng_kinds(v, depth: int = 0) -> list[str] | None:
     return found if found and len(found) > plain else None
 
 
-# --- A.5 data position -------------------------------------------------------------------------
+# --- data position (FORMATS.md "Data position") ------------------------------------------------
 
 def data_kind(f: dict, key: str) -> str | None:
     keys = f.keys()
@@ -192,7 +192,7 @@ def data_kind(f: dict, key: str) -> str | None:
     return None
 
 
-# --- A.6 counters ------------------------------------------------------------------------------
+# --- counters (FORMATS.md "Progress counters") -------------------------------------------------
 
 def counter_kind(key: str, v) -> str | None:
     """"step", "epoch", "batch" or "samples" for an int-valued key named like a counter."""
@@ -209,7 +209,7 @@ def counter_kind(key: str, v) -> str | None:
     return None
 
 
-# --- A.7 weights -------------------------------------------------------------------------------
+# --- weights (FORMATS.md "Model weights") ------------------------------------------------------
 
 def module_record(obj) -> bool:
     """A pickled nn.Module (torch.save(model)) or a TorchScript module."""

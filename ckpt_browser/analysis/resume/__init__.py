@@ -1,7 +1,7 @@
 """`ckpt-browser check`: if I restart from this checkpoint, what happens?
 
-One verdict (exact / inexact / weights-only / broken, catalog section 9) with findings that say
-what is missing, where, and what it means for the resumed run. Built from what the readers
+One verdict (exact / inexact / weights-only / broken, FORMATS.md "Resume verdict") with findings
+that say what is missing, where, and what it means for the resumed run. Built from what the readers
 already found: the checks made while every file was read (`open_checkpoint`) and the seven
 components of `training_state`; nothing is read twice and no pickle is ever run.
 

@@ -1,7 +1,7 @@
 """Checks on what the files hold, for checkpoints read by content (custom loops and popular
-projects' single files): the counters agree (content-signatures.md C, check 1), the weights are
-the raw weights and not only an EMA copy (C#18), a pickled module names its class, and a custom
-loop is told what its own resume code must restore.
+projects' single files): the counters agree, the weights are the raw weights and not only an EMA
+copy (FORMATS.md "Resume verdict"), a pickled module names its class, and a custom loop is told
+what its own resume code must restore.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def check_content(draft: Draft, ts: TrainingState, path: str, ckpt=None) -> None
 
 
 def _adapters(draft: Draft, ckpt) -> None:
-    """PEFT saves only the adapter: the resume needs the base model it names (C#24)."""
+    """PEFT saves only the adapter: the resume needs the base model it names (FORMATS.md
+    "PEFT adapters")."""
     if ckpt is None:
         return
     adapters = [f for f in ckpt.files if f.name.rsplit("/", 1)[-1].startswith("adapter_model.")]

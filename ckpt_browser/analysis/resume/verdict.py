@@ -1,6 +1,6 @@
 """The verdict, read off the findings, and the findings a verdict needs.
 
-Severities carry the verdict (catalog section 9, issue 4): an error on the weights makes the
+Severities carry the verdict (FORMATS.md "Resume verdict"): an error on the weights makes the
 checkpoint `broken`; an error on any other component means no usable optimizer state, so
 `weights-only`; a warning means training continues but not bit-for-bit, so `inexact`; info
 changes nothing. Every component that is not `ok` or `not-needed` gets a finding at least as

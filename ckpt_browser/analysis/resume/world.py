@@ -1,4 +1,4 @@
-"""`--world-size N`: can the run resume on N ranks? (catalog section 9, step 3)
+"""`--world-size N`: can the run resume on N ranks? (FORMATS.md "Resume verdict")
 
 Per-rank RNG files map only to the same ranks; the HF Trainer's data position is derived from
 the step and the number of processes; DeepSpeed ZeRO shards need a universal conversion for

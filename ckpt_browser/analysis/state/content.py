@@ -5,7 +5,7 @@ a plain state dict, a folder of weights, or any mix of files nobody named.
 Each component comes from the parts `analysis.content.classify` found, in any file, under any
 key. For a custom loop the resume path is the user's own code, so each component says what is
 there and what an exact resume would still need; a project's fingerprint adds what its own
-resume re-derives (content-signatures.md Part B).
+resume re-derives (FORMATS.md "Single-file projects").
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from ckpt_browser.analysis.state.common import (INCOMPLETE, OK, Found, fields, j
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
 
-# accelerate / Megatron RNG key -> the generator it restores (catalog 1.3, 2, 6)
+# accelerate / Megatron RNG key -> the generator it restores (FORMATS.md "HF Trainer",
+# "accelerate", "Megatron-LM")
 RNG_NAMES = {
     "python": "python", "numpy": "numpy", "cpu": "cpu", "cuda": "cuda", "xla": "xla", "npu": "npu",
     "hpu": "hpu", "mlu": "mlu", "musa": "musa", "xpu": "xpu", "mps": "mps",

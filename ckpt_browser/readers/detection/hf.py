@@ -1,6 +1,7 @@
 """HF Trainer and accelerate folders: the same layout with other file names, so one rule each.
 
-Both may nest FSDP DCP folders (catalog 1.5, 2) and a DeepSpeed tag folder.
+Both may nest FSDP DCP folders and a DeepSpeed tag folder (FORMATS.md "HF Trainer",
+"accelerate").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from ckpt_browser.readers.detection.common import OTHER, Detection, isdir, with_
 from ckpt_browser.readers.detection.dcp import dcp_files
 from ckpt_browser.readers.detection.deepspeed import DS_MARKERS, DS_MODEL, deepspeed_root
 
-# Lightning never writes RNG state (catalog 3), so no file serves that role.
+# Lightning never writes RNG state (FORMATS.md "Lightning"), so no file serves that role.
 LIGHTNING_ROLES = ("weights", "optimizer", "scheduler", "data", "progress", "scaler")
 
 

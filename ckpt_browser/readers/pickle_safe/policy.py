@@ -94,7 +94,7 @@ DATA = frozenset({
     "torch._utils._rebuild_nested_tensor", "torch._utils._rebuild_qtensor",
     "torch._utils._rebuild_sparse_tensor", "torch._utils._rebuild_wrapper_subclass",
     "torch.torch_version.TorchVersion",
-    # DCP .metadata (catalog 4.3)
+    # DCP .metadata (FORMATS.md "DCP")
     "torch.distributed.checkpoint.metadata.Metadata",
     "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
     "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
@@ -120,7 +120,7 @@ DATA = frozenset({
     "datetime.datetime", "datetime.date", "datetime.time", "datetime.timedelta",
     "datetime.timezone", "decimal.Decimal", "fractions.Fraction", "uuid.UUID", "uuid.SafeUUID",
     "random.Random", "typing.Any",
-    # frameworks' recorded classes (content-signatures "Globals to allow-list", catalog 8.2)
+    # frameworks' recorded classes (FORMATS.md "Reading without running code")
     "transformers.training_args.TrainingArguments",
     "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
     "transformers.training_args.OptimizerNames", "transformers.training_args.ParallelMode",

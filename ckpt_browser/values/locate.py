@@ -7,9 +7,11 @@ chunk, each placed in the global tensor by its offsets. Nothing here reads tenso
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass
 
+from ckpt_browser.errors import UsageError
 from ckpt_browser.model import Checkpoint, TrainingState
 from ckpt_browser.readers.pickle_safe import ITEMSIZE
 
@@ -165,3 +167,30 @@ def all_locs(ckpt: Checkpoint | None, training: TrainingState | None = None) -> 
     if ckpt is None:
         return []
     return safetensors_locs(ckpt) + state_locs(ckpt)
+
+
+def select(locs: list[TensorLoc], patterns: list[str], where: str) -> list[TensorLoc]:
+    """The tensors named by `patterns` (exact names or globs), in order, each once.
+
+    No patterns: every weight tensor. A pattern that matches nothing is a UsageError naming
+    `where` (the checkpoint) with the closest names.
+    """
+    if not patterns:
+        weights = [x for x in locs if x.component in ("weights", None)]
+        if not weights:
+            raise UsageError(where, "holds no weight tensors; name the tensors to read")
+        return weights
+    by_name = {x.name: x for x in reversed(locs)}
+    out: dict[str, TensorLoc] = {}
+    for pattern in patterns:
+        hits = ([by_name[pattern]] if pattern in by_name
+                else [x for x in locs if fnmatch.fnmatchcase(x.name, pattern)])
+        if not hits:
+            import difflib
+
+            close = difflib.get_close_matches(pattern, list(by_name), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UsageError(where, f"no tensor named or matching {pattern!r}{hint}")
+        for x in hits:
+            out.setdefault(f"{x.file}:{x.name}", x)
+    return list(out.values())

@@ -217,3 +217,24 @@ def test_a_truncated_file_in_text_mode(capsys, truncated):
     one_line(err)
     assert out.count("values unreadable:") == 1
     assert "min " in out  # the other tensors are still reported
+
+
+# -- the selection behind it: values.locate.select ------------------------------------------------
+
+def test_select_names_globs_and_the_default_weights():
+    from ckpt_browser.errors import UsageError
+    from ckpt_browser.values.locate import TensorLoc, select
+
+    locs = [TensorLoc("a.weight", "F32", (2,), "m.safetensors", "weights"),
+            TensorLoc("a.bias", "F32", (2,), "m.safetensors", "weights"),
+            TensorLoc("state.0.exp_avg", "F32", (2,), "optimizer.pt", "optimizer"),
+            TensorLoc("a.weight", "F32", (2,), "copy.safetensors", "weights")]
+    assert select(locs, [], "ck") == [locs[0], locs[1], locs[3]]
+    assert select(locs, ["state.0.exp_avg"], "ck") == [locs[2]]
+    assert select(locs, ["a.*", "a.bias"], "ck") == [locs[0], locs[1], locs[3]]
+    assert select(locs, ["a.weight"], "ck") == [locs[0]]  # an exact name: its first tensor
+    with pytest.raises(UsageError, match=r"^ck: no tensor named or matching 'a.weigth'; did you "
+                                         r"mean a.weight\?"):
+        select(locs, ["a.weigth"], "ck")
+    with pytest.raises(UsageError, match="holds no weight tensors"):
+        select(locs[2:3], [], "ck")

@@ -6,18 +6,23 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import itemgetter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from ckpt_browser.standins import DcpCheckpoint, PickleFile
 
-# safetensors dtype -> bits per element (catalog section 7: all 22 strings).
+# safetensors dtype -> bits per element: all 22 strings of safetensors' Dtype enum
+# (FORMATS.md "Safetensors").
 DTYPE_BITS: dict[str, int] = {
     "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8,
     "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
     "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
     "C64": 64, "F64": 64, "I64": 64, "U64": 64,
 }
+
+Severity = Literal["error", "warning", "info"]
+Status = Literal["ok", "missing", "incomplete", "damaged", "unsafe", "not-needed"]
+Verdict = Literal["exact", "inexact", "weights-only", "broken"]
 
 ERROR = "error"
 WARNING = "warning"
@@ -26,7 +31,7 @@ INFO = "info"
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    severity: str  # ERROR | WARNING | INFO
+    severity: Severity  # ERROR | WARNING | INFO
     file: str | None  # relative to the checkpoint folder
     message: str
 
@@ -258,10 +263,10 @@ COMPONENTS = ("weights", "optimizer", "scheduler", "rng", "data", "progress", "s
 
 @dataclass(frozen=True)
 class Component:
-    """One part of training state, as found on disk (issue 4's JSON uses the first three)."""
+    """One part of training state, as found on disk (`check --json` shows the first three)."""
 
     kind: str  # one of COMPONENTS
-    status: str  # "ok" | "missing" | "incomplete" | "damaged" | "unsafe" | "not-needed"
+    status: Status
     files: tuple[str, ...] = ()
     detail: str = ""  # one human sentence: what it holds, or what is missing and why it matters
     facts: dict = field(default_factory=dict)  # structured: param groups, per-rank RNG, step ...
@@ -294,7 +299,7 @@ VERDICTS = ("exact", "inexact", "weights-only", "broken")
 class Finding:
     """One reason behind a resume verdict: what is wrong, where, what it means on resume."""
 
-    severity: str  # ERROR | WARNING | INFO
+    severity: Severity  # ERROR | WARNING | INFO
     component: str  # one of COMPONENTS
     file: str | None
     message: str
@@ -302,11 +307,11 @@ class Finding:
 
 @dataclass(frozen=True)
 class ResumeReport:
-    """`ckpt-browser check`: one verdict for one checkpoint (issue 4's JSON)."""
+    """`ckpt-browser check`: one verdict for one checkpoint (what `check --json` prints)."""
 
     path: str
     format: str
-    verdict: str  # one of VERDICTS
+    verdict: Verdict  # one of VERDICTS
     step: int | None
     ranks: int | None
     components: dict[str, Component]

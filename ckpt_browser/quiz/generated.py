@@ -14,25 +14,9 @@ from ckpt_browser.analysis.modules import ModuleNode, build_modules
 from ckpt_browser.model import DTYPE_BITS, VERDICTS, Checkpoint, ResumeReport, TrainingState, \
     natural_key
 from ckpt_browser.quiz.bank import Question, Text
+from ckpt_browser.report.words import GOOD_STATUSES, STATUS_VI, VERDICT_MEANING
 
 COMMON_DTYPES = ("BF16", "F16", "F32", "F64", "I64", "I32", "U8", "F8_E4M3", "BOOL")
-VERDICT_MEANING = {
-    "exact": ("weights, optimizer, scheduler, RNG, data position and step are all there: "
-              "the run continues bit-for-bit",
-              "đủ trọng số, optimizer, scheduler, RNG, vị trí dữ liệu và bước: huấn luyện "
-              "tiếp tục y hệt như chưa từng dừng"),
-    "inexact": ("training continues, but not bit-for-bit: RNG, data position, scheduler or step "
-                "is missing or incomplete",
-                "huấn luyện tiếp tục được nhưng không giống hệt từng bit: RNG, vị trí dữ liệu, "
-                "scheduler hoặc bước bị thiếu hay không đầy đủ"),
-    "weights-only": ("complete weights but no usable optimizer state: only a warm start",
-                     "trọng số đầy đủ nhưng không có trạng thái optimizer dùng được: chỉ khởi "
-                     "động ấm (warm start) từ trọng số"),
-    "broken": ("the weights are missing or damaged: nothing to resume from",
-               "trọng số bị thiếu hoặc hỏng: không có gì để tiếp tục"),
-}
-STATUS_VI = {"missing": "thiếu", "incomplete": "không đầy đủ", "damaged": "hỏng",
-             "unsafe": "không an toàn"}
 
 
 @dataclass(frozen=True)
@@ -259,7 +243,7 @@ def missing_question(r: ResumeReport, rng: random.Random) -> Question | None:
 
 
 def verdict_question(r: ResumeReport, rng: random.Random) -> Question | None:
-    bad = [(k, c.status) for k, c in r.components.items() if c.status not in ("ok", "not-needed")]
+    bad = [(k, c.status) for k, c in r.components.items() if c.status not in GOOD_STATUSES]
     because = ", ".join(f"{k}: {s}" for k, s in bad) or "every component is there"
     because_vi = ", ".join(f"{k}: {STATUS_VI.get(s, s)}" for k, s in bad) or "đủ mọi thành phần"
     lead = (f"The verdict is {r.verdict} ({because}): {VERDICT_MEANING[r.verdict][0]}.",

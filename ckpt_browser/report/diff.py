@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ckpt_browser.escape import printable
-from ckpt_browser.values.diff import DiffResult, Row, number, summary
+from ckpt_browser.report.words import json_float
+from ckpt_browser.values.diff import DiffResult, Row, summary
 
 
 def _side(loc) -> dict | None:
@@ -15,10 +16,10 @@ def _side(loc) -> dict | None:
 def row_doc(r: Row) -> dict:
     v = r.values
     doc = {"name": r.name, "status": r.status, "a": _side(r.a), "b": _side(r.b),
-           "max_abs_diff": number(v.max_abs_diff) if v else None,
-           "mean_abs_diff": number(v.mean_abs_diff) if v else None,
-           "rel_l2": number(v.rel_l2) if v else None,
-           "cosine": number(v.cosine) if v else None,
+           "max_abs_diff": json_float(v.max_abs_diff) if v else None,
+           "mean_abs_diff": json_float(v.mean_abs_diff) if v else None,
+           "rel_l2": json_float(v.rel_l2) if v else None,
+           "cosine": json_float(v.cosine) if v else None,
            "bitwise_equal": v.bitwise_equal if v else None}
     if v is not None and v.nonfinite_mismatch:
         doc["nonfinite_mismatch"] = v.nonfinite_mismatch

@@ -88,7 +88,7 @@ def strict(obj):
 
 
 def state_doc(training) -> dict:
-    """Framework, step, and the seven components (issue 4's schema plus "facts")."""
+    """Framework, step, and the seven components (the README's JSON schema plus "facts")."""
     return {
         "framework": training.framework,
         "step": training.step,

@@ -1,4 +1,4 @@
-"""`ckpt-browser check`: the resume verdict as text and as JSON (issue 4's schema)."""
+"""`ckpt-browser check`: the resume verdict as text and as JSON (schema in the README's `check` section)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,7 @@ import os
 
 from ckpt_browser.model import ResumeReport, ResumeTimeline
 from ckpt_browser.escape import printable
-
-VERDICT_WORDS = {
-    "exact": "resuming here continues the run as if it had never stopped",
-    "inexact": "training can continue from here, but not bit-for-bit",
-    "weights-only": "only a warm start: the weights load, the optimizer state cannot be used",
-    "broken": "nothing can resume from here: the weights are missing or damaged",
-}
-
+from ckpt_browser.report.words import verdict_sentence, verdict_word
 
 def resume_doc(report: ResumeReport) -> dict:
     return {
@@ -30,12 +23,11 @@ def resume_doc(report: ResumeReport) -> dict:
 
 
 def verdict_line(report: ResumeReport) -> str:
-    words = VERDICT_WORDS.get(report.verdict, report.verdict)
     unsafe = unsafe_files(report)
     if unsafe and report.verdict != "broken":
-        words = (f"{', '.join(unsafe[:3])} would run code when loaded: trust only the files "
-                 "that hold no code")
-    return f"{report.verdict.upper()}: {words}"
+        return (f"{verdict_word(report.verdict)}: {', '.join(unsafe[:3])} would run code when "
+                "loaded: trust only the files that hold no code")
+    return verdict_sentence(report.verdict)
 
 
 def unsafe_files(report: ResumeReport) -> list[str]:

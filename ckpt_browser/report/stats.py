@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ckpt_browser.escape import printable
-from ckpt_browser.values.diff import number
+from ckpt_browser.report.words import json_float
 
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -11,8 +11,8 @@ BARS = " ▁▂▃▄▅▆▇█"
 def stats_doc(s, loc) -> dict:
     return {"name": s.name, "file": loc.file, "component": loc.component, "dtype": s.dtype,
             "shape": list(s.shape), "numel": s.numel, "finite": s.finite,
-            "min": number(s.min), "max": number(s.max), "mean": number(s.mean),
-            "std": number(s.std), "abs_max": number(s.abs_max), "nan": s.nan, "inf": s.inf,
+            "min": json_float(s.min), "max": json_float(s.max), "mean": json_float(s.mean),
+            "std": json_float(s.std), "abs_max": json_float(s.abs_max), "nan": s.nan, "inf": s.inf,
             "zeros": s.zeros, "zero_fraction": s.zero_fraction, "hist": s.hist,
             "hist_range": list(s.hist_range) if s.hist_range else None,
             "preview": [_plain(v) for v in s.preview], "bytes_read": s.bytes_read,
@@ -28,7 +28,7 @@ def _plain(v):
     if isinstance(v, complex):
         return [_plain(v.real), _plain(v.imag)]
     if isinstance(v, float):
-        return number(v) if v == v and abs(v) != float("inf") else str(v)
+        return json_float(v) if v == v and abs(v) != float("inf") else str(v)
     return v
 
 

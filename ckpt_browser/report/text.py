@@ -4,28 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-import humanize
-
 from ckpt_browser.model import Checkpoint, Totals
 from ckpt_browser.escape import printable
+from ckpt_browser.report.words import count, size
 
 
 def name_list(names, n: int = 3) -> str:
     names = list(names)
     shown = ", ".join(names[:n])
     return shown + (f" and {len(names) - n:,} more" if len(names) > n else "")
-
-
-def size(n: int | None) -> str:
-    return "?" if n is None else humanize.naturalsize(n, binary=True, format="%.1f")
-
-
-def count(n: int) -> str:
-    """Parameter counts the way ML people say them: 671.0B, 7.2M."""
-    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
-        if n >= scale:
-            return f"{n / scale:.1f}{unit}"
-    return str(n)
 
 
 def dtype_line(totals: Totals) -> str:

@@ -109,9 +109,3 @@ def _spec(dtype: str, shape: tuple[int, ...]) -> str:
 def spec(loc) -> str:
     """"F32 [128,32]": dtype and shape in a table cell."""
     return "" if loc is None else _spec(loc.dtype, loc.shape)
-
-
-def number(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return "0" if x == 0 else f"{x:.4g}"

@@ -20,6 +20,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ckpt_browser.escape import printable
+from ckpt_browser.report.words import short_number
 from ckpt_browser.tui import diff_rows
 from ckpt_browser.values.diff import Row
 
@@ -157,7 +158,7 @@ class DiffTable(ScrollView, can_focus=True):
 
     def _row_text(self, row: Row) -> Text:
         v = row.values
-        d = "err" if row.error else "" if v is None else diff_rows.number(v.max_abs_diff)
+        d = "err" if row.error else "" if v is None else short_number(v.max_abs_diff)
         line = self._line((diff_rows.label(row), printable(row.name), diff_rows.spec(row.a),
                            diff_rows.spec(row.b), d))
         text = Text(line)

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ckpt_browser.escape import printable
+from ckpt_browser.report.words import full_number, short_number
 from ckpt_browser.tui import diff_rows
 from ckpt_browser.tui.widgets.summary import short_path
 from ckpt_browser.values.diff import Row, Side
@@ -144,17 +145,13 @@ def _values_text(row: Row) -> Text:
         return Text("values: not comparable (absent on one side, or shapes differ)", style="dim")
     head = "values: same" if v.close else "values differ"
     text = Text(head, style="bold")
-    n = diff_rows.number
+    n = short_number
     text.append(f" · max|diff| {n(v.max_abs_diff)} · mean|diff| {n(v.mean_abs_diff)}"
-                f" · rel L2 {n(v.rel_l2)} · cosine {_cos(v.cosine)}\n")
+                f" · rel L2 {n(v.rel_l2)} · cosine {full_number(v.cosine)}\n")
     text.append(f"bitwise equal: {'yes' if v.bitwise_equal else 'no'}"
                 f" · NaN/Inf mismatched: {v.nonfinite_mismatch:,}"
                 f" · {v.compared:,} elements compared")
     return text
-
-
-def _cos(x) -> str:
-    return "n/a" if x is None else f"{x:.7g}"  # 0.9999997, not 1
 
 
 def details_text(row: Row | None) -> Text:

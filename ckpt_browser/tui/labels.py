@@ -7,7 +7,7 @@ from rich.text import Text
 from ckpt_browser.analysis.modules import ModuleNode, leaf_name
 from ckpt_browser.model import TensorInfo
 from ckpt_browser.escape import printable
-from ckpt_browser.report.text import count, size
+from ckpt_browser.report.words import count, size
 
 STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "missing": "MISSING",
                "warning": "warning", "unsafe": "UNSAFE", "unread": "NOT READ"}

@@ -12,9 +12,9 @@ from ckpt_browser.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray
                                            PickleFile, TensorRef, UnsafeCall)
 from ckpt_browser.readers.torchfile import tensor_bytes
 from ckpt_browser.escape import printable
-from ckpt_browser.report.text import size
+from ckpt_browser.report.words import STATUS_STYLE, size, status_word
 from ckpt_browser.tui.refs import Ref
-from ckpt_browser.tui.state_view import STATUS_STYLE, file_name
+from ckpt_browser.tui.state_view import file_name
 
 STATE_KINDS = {"component", "file", "value", "dcp-entry", "more"}
 
@@ -51,7 +51,7 @@ def _component(ref: Ref):
     if comp is None:
         return Text("State files that no component claims.")
     return Group(
-        Text.assemble((comp.kind, "bold"), "  ", (comp.status.upper(), STATUS_STYLE.get(comp.status, ""))),
+        Text.assemble((comp.kind, "bold"), "  ", (status_word(comp.status), STATUS_STYLE.get(comp.status, ""))),
         Text(printable(comp.detail)),
         Text(""),
         _kv([("files", ", ".join(comp.files) or "none")]),

@@ -17,14 +17,10 @@ from ckpt_browser.readers.pickle_safe import ITEMSIZE
 from ckpt_browser.standins import (DcpCheckpoint, DcpEntry, NumpyArray, Opaque, PickleFile,
                                            TensorRef, UnsafeCall)
 from ckpt_browser.escape import printable
-from ckpt_browser.report.text import size
+from ckpt_browser.report.words import STATUS_STYLE, size, status_word
 from ckpt_browser.tui.refs import Ref
 
 MAX_CHILDREN = 500  # a 625-int RNG tuple or a 10,000-entry params list stays one screenful
-
-STATUS_STYLE = {"ok": "green", "missing": "red", "incomplete": "yellow", "damaged": "bold red",
-                "unsafe": "bold red", "not-needed": "dim"}
-
 
 @dataclass(frozen=True)
 class Item:
@@ -66,7 +62,7 @@ def component_items(training: TrainingState) -> list[Item]:
         comp = training.components.get(kind)
         if comp is None:
             continue
-        label = Text.assemble((f"{kind:<10}", "bold"), (f" {comp.status.upper():<10}",
+        label = Text.assemble((f"{kind:<10}", "bold"), (f" {status_word(comp.status):<10}",
                                                          STATUS_STYLE.get(comp.status, "")),
                               (" " + printable(", ".join(comp.files)), "dim"))
         items.append(Item(label, Ref("component", component=comp), bool(comp.files)))

@@ -12,15 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ckpt_browser.escape import printable
-from ckpt_browser.report.text import size
+from ckpt_browser.report.words import full_number, size
 
 HIST_ROWS = 3  # lines of the histogram: 24 heights per bar
-
-
-def _num(x) -> str:
-    if x is None:
-        return "-"
-    return f"{x:,}" if isinstance(x, int) else f"{x:.6g}"
 
 
 def _short(v) -> str:
@@ -60,7 +54,7 @@ class Histogram:
             cells = [h - row * len(self.BARS) for h in heights]
             out.append("".join(" " if n <= 0 else self.BARS[min(n, len(self.BARS)) - 1]
                                for n in cells))
-        lo, hi = _num(self.lo), _num(self.hi)
+        lo, hi = full_number(self.lo), full_number(self.hi)
         gap = len(bins) - len(lo) - len(hi)
         out.append(lo + " " * gap + hi if gap >= 2 else f"{lo} to {hi}")
         return out
@@ -77,8 +71,9 @@ def render_stats(stats) -> Group:
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
-    rows = [("min", _num(stats.min)), ("max", _num(stats.max)), ("mean", _num(stats.mean)),
-            ("std", _num(stats.std)), ("abs max", _num(stats.abs_max)),
+    rows = [*((k, full_number(getattr(stats, a))) for k, a in (
+                ("min", "min"), ("max", "max"), ("mean", "mean"), ("std", "std"),
+                ("abs max", "abs_max"))),
             ("NaN", f"{stats.nan:,}"), ("Inf", f"{stats.inf:,}"),
             ("zeros", _fraction(stats.zeros, stats.numel)),
             ("finite", f"{stats.finite:,} of {stats.numel:,}"),

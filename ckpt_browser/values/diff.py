@@ -9,7 +9,6 @@ Sharding is not a difference: only names, dtypes, shapes and values are compared
 from __future__ import annotations
 
 import fnmatch
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -212,8 +211,3 @@ def summary(rows: list[Row], values: bool) -> dict:
     if errors:
         counts["errors"] = errors
     return counts
-
-
-def number(x: float | None) -> float | None:
-    """JSON has no NaN or Infinity."""
-    return x if x is not None and math.isfinite(x) else None

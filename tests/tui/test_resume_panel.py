@@ -3,6 +3,7 @@
 import os
 
 from ckpt_browser.readers import open_layout
+from ckpt_browser.report.resume import resume_text
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.screens.resume import ResumeScreen
 from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
@@ -21,7 +22,9 @@ async def test_exact_checkpoint_says_so_in_words(monkeypatch):
         assert "resume: EXACT" in plain(app.query_one("#summary"))
         await pilot.press("r")
         assert isinstance(app.screen, ResumeScreen)
-        assert "EXACT: resuming continues the run" in plain(app.screen.query_one("#resume-verdict"))
+        headline = plain(app.screen.query_one("#resume-verdict")).strip()
+        assert headline == "EXACT: resuming here continues the run as if it had never stopped"
+        assert headline == resume_text(app.screen.report).splitlines()[0]  # the CLI's words
         table = plain(app.screen.query_one("#resume-components"))
         for kind in ("weights", "optimizer", "scheduler", "rng", "data", "progress", "scaler"):
             assert kind in table
@@ -37,7 +40,7 @@ async def test_choosing_a_finding_shows_its_file(monkeypatch, tmp_path):
         await loaded(app, pilot)
         await pilot.press("r")
         screen = app.screen
-        assert "WEIGHTS ONLY" in plain(screen.query_one("#resume-verdict"))
+        assert "WEIGHTS-ONLY" in plain(screen.query_one("#resume-verdict"))
         first = screen.report.findings[0]
         assert first.component == "optimizer" and first.file == "optimizer.pt"
         await pilot.press("enter")

@@ -15,20 +15,13 @@ from textual.widgets.option_list import Option
 
 from ckpt_browser.model import ResumeReport
 from ckpt_browser.escape import printable
-
-VERDICT_WORDS = {
-    "exact": "EXACT: resuming continues the run as if it had not stopped",
-    "inexact": "INEXACT: training can continue, but not bit-for-bit",
-    "weights-only": "WEIGHTS ONLY: a warm start, the optimizer state is not usable",
-    "broken": "BROKEN: the weights are missing or damaged",
-}
-VERDICT_STYLE = {"exact": "bold green", "inexact": "bold yellow", "weights-only": "bold yellow",
-                 "broken": "bold red"}
+from ckpt_browser.report.resume import verdict_line
+from ckpt_browser.report.words import GOOD_STATUSES, SEVERITY_STYLE, VERDICT_STYLE, status_word
 
 
 def verdict_text(report: ResumeReport) -> Text:
-    return Text(VERDICT_WORDS.get(report.verdict, report.verdict.upper()),
-                style=VERDICT_STYLE.get(report.verdict, "bold"))
+    """The same headline as `ckpt-browser check`."""
+    return Text(printable(verdict_line(report)), style=VERDICT_STYLE.get(report.verdict, "bold"))
 
 
 def components_table(report: ResumeReport) -> Table:
@@ -37,15 +30,15 @@ def components_table(report: ResumeReport) -> Table:
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")
     for kind, comp in report.components.items():
-        style = "" if comp.status in ("ok", "not-needed") else "bold red"
-        table.add_row(kind, Text(comp.status.upper(), style=style),
+        style = "" if comp.status in GOOD_STATUSES else "bold red"
+        table.add_row(kind, Text(status_word(comp.status), style=style),
                       printable(", ".join(comp.files) or "-"))
     return table
 
 
 def finding_text(f) -> Text:
     where = f"{f.file}: " if f.file else ""
-    return Text.assemble((f"{f.severity.upper():8}", "bold red" if f.severity == "error" else "bold"),
+    return Text.assemble((f"{f.severity.upper():8}", SEVERITY_STYLE.get(f.severity, "bold")),
                          (f"{f.component:<10}", "bold"), printable(where + f.message))
 
 

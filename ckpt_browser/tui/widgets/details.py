@@ -11,7 +11,7 @@ from textual.widgets import Static
 from ckpt_browser.model import Totals
 from ckpt_browser.readers.safetensors import MAGIC_LEN
 from ckpt_browser.escape import printable
-from ckpt_browser.report.text import count, size
+from ckpt_browser.report.words import SEVERITY_STYLE, count, size
 from ckpt_browser.tui.state import BrowseState
 from ckpt_browser.tui.refs import Ref
 from ckpt_browser.tui.state_details import STATE_KINDS, state_details
@@ -39,7 +39,7 @@ def _by_dtype(totals: Totals) -> Text:
 def _problems(problems) -> Text:
     text = Text()
     for p in problems:
-        text.append(f"{p.severity.upper()}: ", style="bold red" if p.severity == "error" else "bold")
+        text.append(f"{p.severity.upper()}: ", style=SEVERITY_STYLE.get(p.severity, "bold"))
         text.append(printable(p.message) + "\n")
     return text
 

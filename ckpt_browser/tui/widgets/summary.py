@@ -6,7 +6,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ckpt_browser.escape import printable
-from ckpt_browser.report.text import count, dtype_line, size
+from ckpt_browser.report.text import dtype_line
+from ckpt_browser.report.words import GOOD_STATUSES, count, size, status_word, verdict_word
 from ckpt_browser.tui.state import BrowseState
 
 
@@ -58,13 +59,13 @@ def _state_line(state: BrowseState, width: int) -> Text:
     if training.ranks:
         head += f" · {training.ranks} rank{'s' if training.ranks != 1 else ''}"
     if state.resume is not None:
-        head += f" · resume: {state.resume.verdict.upper()}"
+        head += f" · resume: {verdict_word(state.resume.verdict)}"
     text = Text(head)
     if training.framework == "safetensors":
         text.append(" · weights only, no training state")
     else:
-        bad = [f"{c.kind} {c.status.upper()}" for c in training.components.values()
-               if c.status not in ("ok", "not-needed")]
+        bad = [f"{c.kind} {status_word(c.status)}" for c in training.components.values()
+               if c.status not in GOOD_STATUSES]
         text.append(" · " + (", ".join(bad) if bad else "all state ok"),
                     style="bold red" if bad else "")
     text.append("  (t, r)", style="dim")

@@ -15,7 +15,7 @@ from textual.widgets import ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from ckpt_browser.escape import printable
-from ckpt_browser.report.text import count
+from ckpt_browser.report.words import count
 from ckpt_browser.tui.refs import Ref
 from ckpt_browser.tui.state import BrowseState
 from ckpt_browser.tui.values_details import render_stats

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckpt_browser import limits
+
 
 @dataclass(frozen=True)
 class TensorRef:
@@ -40,7 +42,6 @@ class NumpyArray:
     shape: tuple[int, ...]
 
 
-MAX_INT_DIGITS = 1000  # longer ints become a HugeInt (Python cannot print past 4,300 digits)
 _LOG10_2 = 0.30102999566398120
 
 
@@ -60,7 +61,7 @@ class HugeInt:
 
 
 def bounded_int(n: int) -> int | HugeInt:
-    """n itself, or a HugeInt when it has more than MAX_INT_DIGITS digits."""
+    """n itself, or a HugeInt when it has more than `LIMITS.int_digits` digits."""
     bits = abs(n).bit_length()
     if bits <= 3300:  # under 1,000 digits: the common case costs one bit_length
         return n
@@ -68,17 +69,18 @@ def bounded_int(n: int) -> int | HugeInt:
     if bits > 400_000:  # 10**low would take seconds to compute
         return HugeInt(low, n < 0, False)
     digits = low + 1 if abs(n) >= 10**low else low
-    return n if digits <= MAX_INT_DIGITS else HugeInt(digits, n < 0)
+    return n if digits <= limits.LIMITS.int_digits else HugeInt(digits, n < 0)
 
 
 def int_from_text(text: str | bytes) -> int | HugeInt:
-    """A decimal integer as JSON or pickle's protocol 0 write it; past MAX_INT_DIGITS digits
-    it is never converted (Python refuses past 4,300)."""
-    if len(text) <= MAX_INT_DIGITS:  # the common case: one len() before the parse
+    """A decimal integer as JSON or pickle's protocol 0 write it; past `LIMITS.int_digits`
+    digits it is never converted (Python refuses past 4,300)."""
+    most = limits.LIMITS.int_digits
+    if len(text) <= most:  # the common case: one len() before the parse
         return int(text)
     digits = text.strip().lstrip(b"+-" if isinstance(text, bytes) else "+-")
     digits = digits.lstrip(b"0" if isinstance(text, bytes) else "0")
-    if len(digits) <= MAX_INT_DIGITS:
+    if len(digits) <= most:
         return int(text)
     if not digits.isdigit():
         raise ValueError(f"not a decimal integer ({len(text):,} characters)")

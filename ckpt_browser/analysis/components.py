@@ -17,19 +17,16 @@ import importlib
 import os
 from dataclasses import replace
 
+from ckpt_browser import limits
 from ckpt_browser.analysis.content.projects import framework_of
 from ckpt_browser.analysis.state.common import missing
 from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.limits import env_limit
 from ckpt_browser.model import COMPONENTS, Checkpoint, TrainingState
 from ckpt_browser.readers.files import PICKLE_FORMATS
 from ckpt_browser.readers.frameworks import Detection, detect
 from ckpt_browser.standins import PickleFile
 
-__all__ = ["BUILDERS", "MAX_JSON", "training_state"]
-
-# read at each call, so a test can lower it
-MAX_JSON = env_limit("MAX_JSON_BYTES", 64 * 1024 * 1024)
+__all__ = ["BUILDERS", "training_state"]
 
 # framework -> "module:function" under analysis/state/, imported only for the framework found:
 # a safetensors-only folder (the 94,000-tensor benchmark) loads one small module, not all six.
@@ -58,7 +55,7 @@ def training_state(source) -> TrainingState:
         ckpt = open_checkpoint(source)
     det = _detection(ckpt)
     target = BUILDERS.get(det.framework, BY_CONTENT)
-    fs = StateFiles(det.root, MAX_JSON, ckpt)
+    fs = StateFiles(det.root, limits.LIMITS.json_bytes, ckpt)
     try:
         if target == BY_CONTENT:
             found = _builder(target)(ckpt, det, fs)

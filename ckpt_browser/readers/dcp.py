@@ -14,7 +14,7 @@ import stat
 import re
 
 from ckpt_browser.readers.regular import open_regular
-from ckpt_browser.limits import env_limit
+from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem, natural_key
 from ckpt_browser.readers.pickle_safe import DTYPE_GLOBALS, Unpickled, short, torch_layout, \
     torch_size, unpickle
@@ -22,9 +22,6 @@ from ckpt_browser.standins import DcpCheckpoint, DcpChunk, DcpEntry
 from ckpt_browser.readers.torchfile import unsafe_problems
 
 METADATA = ".metadata"
-# thousands of ranks x thousands of tensors, one chunk each
-MAX_METADATA_BYTES = env_limit("MAX_DCP_METADATA_BYTES", 256 * 2**20)
-MAX_METADATA_OPS = env_limit("MAX_DCP_METADATA_OPS", 64_000_000)
 RANK_METADATA = re.compile(r"^__(\d+)\.metadata$")
 MAX_RANGE_PROBLEMS = 10
 
@@ -156,17 +153,17 @@ def _read_metadata(path: str, name: str) -> Unpickled:
         return Unpickled(problems=(Problem(ERROR, name, message),))
     try:
         with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_METADATA_BYTES:
-                return fail(f"is {size:,} bytes, over the {MAX_METADATA_BYTES:,}-byte limit; "
-                            "not read (CKPT_BROWSER_MAX_DCP_METADATA_BYTES raises it)")
-            data = f.read(min(size, MAX_METADATA_BYTES))  # read(n) allocates n up front
+            size, most = os.fstat(f.fileno()).st_size, limits.LIMITS.dcp_metadata_bytes
+            if size > most:
+                return fail(f"is {size:,} bytes, over the {most:,}-byte limit; not read "
+                            f"({limits.env('dcp_metadata_bytes')} raises it)")
+            data = f.read(min(size, most))  # read(n) allocates n up front
     except OSError as e:
         return fail(f"cannot read the file: {e.strerror or e}")
     if not data:
         return fail("empty .metadata (the save was interrupted?)")
     got = unpickle(io.BytesIO(data), name, DCP_GLOBALS, storage_ids=None,
-                   max_ops=MAX_METADATA_OPS)
+                   ops="dcp_metadata_ops")
     if got.ok and not _is(got.obj, "Metadata"):
         got.problems += (Problem(ERROR, name, f"not DCP metadata: the pickle holds "
                                  f"{short(got.obj)}"),)

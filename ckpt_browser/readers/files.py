@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import struct
 
+from ckpt_browser import limits
 from ckpt_browser.model import ERROR, WARNING, FileInfo, Problem, TensorInfo
 from ckpt_browser.readers.regular import missing_reason, open_regular
-from ckpt_browser.readers.safetensors import MAX_HEADER, read_header
+from ckpt_browser.readers.safetensors import read_header
 
 HEAD = 64
 TORCH_NAMES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".tar", ".pt2", ".distcp")
@@ -30,7 +31,7 @@ def sniff(head: bytes) -> str:
         return "torch-legacy" if _first_pickle(head) == "legacy" else "pickle"
     if len(head) >= 10:
         (n,) = struct.unpack("<Q", head[:8])
-        if 2 <= n <= MAX_HEADER and head[8:].lstrip(b" ")[:1] == b"{":
+        if 2 <= n <= limits.LIMITS.safetensors_header and head[8:].lstrip(b" ")[:1] == b"{":
             return "safetensors"
     text = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
     if text in (b"{", b"["):

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+from ckpt_browser import limits
 from ckpt_browser.readers.regular import open_regular
-from ckpt_browser.limits import env_limit
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import IndexInfo
 from ckpt_browser.standins import int_from_text
-
-MAX_INDEX = env_limit("MAX_INDEX_BYTES", 512 * 1024 * 1024)  # a 94,000-tensor index is ~8 MB
 
 
 def read_index(path: str, name: str) -> IndexInfo:
     """Parse an index file; raise ShardError with a one-line reason."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_INDEX:
-            raise ShardError(f"index is {size:,} bytes, over the {MAX_INDEX:,}-byte limit "
-                             "(CKPT_BROWSER_MAX_INDEX_BYTES raises it)")
+        size, most = os.path.getsize(path), limits.LIMITS.index_bytes
+        if size > most:
+            raise ShardError(f"index is {size:,} bytes, over the {most:,}-byte limit "
+                             f"({limits.env('index_bytes')} raises it)")
         with open_regular(path) as f:
             doc = json.loads(f.read().decode("utf-8"), parse_int=int_from_text)
     except PermissionError:

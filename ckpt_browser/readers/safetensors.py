@@ -13,13 +13,13 @@ import struct
 from collections import Counter
 from operator import attrgetter
 
+from ckpt_browser import limits
 from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import DTYPE_BITS, ERROR, Problem, FileInfo, TensorInfo
 from ckpt_browser.standins import int_from_text
 
 _by_offset = attrgetter("begin", "end", "name")
-MAX_HEADER = 100_000_000  # safetensors' MAX_HEADER_SIZE; exactly this is allowed
 MAGIC_LEN = 8
 
 
@@ -47,8 +47,9 @@ def _read_raw_header(f, size: int) -> tuple[int, bytes]:
         raise ShardError(f"header too small: the file has {size} bytes, "
                          f"a safetensors file needs at least {MAGIC_LEN}")
     (n,) = struct.unpack("<Q", _read_exact(f, MAGIC_LEN))
-    if n > MAX_HEADER:
-        raise ShardError(f"header claims {n:,} bytes, over the {MAX_HEADER:,}-byte limit "
+    most = limits.LIMITS.safetensors_header  # safetensors' MAX_HEADER_SIZE, itself allowed
+    if n > most:
+        raise ShardError(f"header claims {n:,} bytes, over the {most:,}-byte limit "
                          "(not a safetensors file, or a corrupt one)")
     if MAGIC_LEN + n > size:
         raise ShardError(f"header claims {n:,} bytes but the file has only "

@@ -20,13 +20,12 @@ import zipfile
 from collections import OrderedDict
 from typing import Any, Iterator
 
+from ckpt_browser import limits
 from ckpt_browser.readers.regular import missing_reason, open_regular
-from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem
 from ckpt_browser.readers.export import is_export, read_export
 from ckpt_browser.readers.pickle_safe import (
-    ITEMSIZE, MAX_DEPTH, MAX_PICKLE_BYTES, CappedReader, SafeUnpickler, Unpickled, describe,
-    short, unpickle,
+    ITEMSIZE, CappedReader, SafeUnpickler, Unpickled, describe, short, unpickle,
 )
 from ckpt_browser.standins import Opaque, PickleFile, TensorRef
 from ckpt_browser.readers.zipcheck import check_zip
@@ -37,7 +36,6 @@ from ckpt_browser.readers.zipentries import (
 ZIP_MAGIC = b"PK\x03\x04"
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER
 LEGACY_HEAD = 4096  # where the first pickle is looked for, to tell a legacy file (see is_legacy)
-MAX_CENTRAL_DIRECTORY = env_limit("MAX_ZIP_DIRECTORY_BYTES", 256 * 2**20)
 MAX_STORAGE_PROBLEMS = 10
 READ_BUFFER = 1024  # a storage's 30-byte local header costs 1 KiB of reading, not 8
 
@@ -53,7 +51,8 @@ def read_pickle_file(path: str, name: str) -> PickleFile:
     try:
         with open_regular(path, buffering=READ_BUFFER) as f:
             st = os.fstat(f.fileno())
-            key = (name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _limits())
+            # the caps in force are part of the key: a test, or a run, may change them
+            key = (name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, limits.LIMITS)
             with _CACHE_LOCK:
                 hit = _CACHE.get(key)
                 if hit is not None:
@@ -76,14 +75,6 @@ def read_pickle_file(path: str, name: str) -> PickleFile:
         return _failed(name, "pickle", None, f"cannot read the file: {e.strerror or e}")
 
 
-def _limits() -> tuple:
-    """The caps in force (a test, or a run, may change them between two reads)."""
-    from ckpt_browser.readers import pickle_safe
-
-    return (pickle_safe.MAX_PICKLE_BYTES, pickle_safe.MAX_MEMO, pickle_safe.MAX_OPS,
-            pickle_safe.MAX_DEPTH, pickle_safe.MAX_PATHS, MAX_CENTRAL_DIRECTORY)
-
-
 def read_pickle_file_object(f, name: str, size: int) -> PickleFile:
     """Like read_pickle_file, on an open binary file (or a window into one) of `size` bytes."""
     head = f.read(LEGACY_HEAD)
@@ -95,14 +86,15 @@ def read_pickle_file_object(f, name: str, size: int) -> PickleFile:
     return _read_plain(f, name, size, head)
 
 
-def walk(obj: Any, prefix: str = "", *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[str, Any]]:
+def walk(obj: Any, prefix: str = "", *, max_depth: int | None = None) -> Iterator[tuple[str, Any]]:
     """Yield (dotted path, value) for every leaf under obj, in container order.
 
     Dict keys and list/tuple indices are joined by '.' (`state.0.exp_avg`). An Opaque is yielded
     itself and then entered: its constructor args as `0`, `1` ..., its attributes by name. Empty
-    containers, sets, and anything on a cycle or deeper than max_depth are yielded as leaves.
-    Iterative: a deep graph cannot overflow the stack.
+    containers, sets, and anything on a cycle or deeper than max_depth (by default the depth
+    cap) are yielded as leaves. Iterative: a deep graph cannot overflow the stack.
     """
+    max_depth = limits.LIMITS.depth if max_depth is None else max_depth
     frames = [iter(((prefix, obj),))]
     owners: list[int] = []  # ids of the containers being walked, outermost first
     while frames:
@@ -173,18 +165,19 @@ def unsafe_problems(name: str, unsafe) -> tuple[Problem, ...]:
 
 def _read_zip(f, name: str, size: int) -> PickleFile:
     zf = check = None
+    lim = limits.LIMITS
     try:
         end = zipfile._EndRecData(f)  # the end-of-central-directory record, as ZipFile reads it
         if end is None:
             return _failed(name, "torch-zip", size, "truncated zip: no central directory at the "
                            "end of the file (an interrupted save?)")
-        if end[zipfile._ECD_SIZE] > MAX_CENTRAL_DIRECTORY:
+        if end[zipfile._ECD_SIZE] > lim.zip_directory_bytes:
             return _failed(name, "torch-zip", size, f"zip central directory claims "
                            f"{end[zipfile._ECD_SIZE]:,} bytes, over the "
-                           f"{MAX_CENTRAL_DIRECTORY:,}-byte limit "
-                           "(CKPT_BROWSER_MAX_ZIP_DIRECTORY_BYTES raises it)")
+                           f"{lim.zip_directory_bytes:,}-byte limit "
+                           f"({limits.env('zip_directory_bytes')} raises it)")
         zf = zipfile.ZipFile(f)
-        check = check_zip(f, zf, size, name, MAX_CENTRAL_DIRECTORY)
+        check = check_zip(f, zf, size, name, lim.zip_directory_bytes)
         entries = with_zipfile_view(f, zf, check.entries, check.starts, size)
         export_root = is_export(zf)
         if export_root is not None:
@@ -197,17 +190,17 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
             failed = _failed(name, "torch-zip", size, f"zip without data.pkl: not a torch.save "
                              f"file (entries: {names})")
             return _checked(failed, f, entries, check, (b"", -1), name)
-        if info.file_size > MAX_PICKLE_BYTES:
+        if info.file_size > lim.pickle_bytes:
             failed = _failed(name, "torch-zip", size, f"{info.filename} is "
-                             f"{info.file_size:,} bytes, over the {MAX_PICKLE_BYTES:,}-byte "
-                             "limit; not read (CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
+                             f"{info.file_size:,} bytes, over the {lim.pickle_bytes:,}-byte "
+                             f"limit; not read ({limits.env('pickle_bytes')} raises it)")
             return _checked(failed, f, entries, check, (b"", -1), name)
-        data = read_member(zf, info, MAX_PICKLE_BYTES + 1, verify=False)
+        data = read_member(zf, info, lim.pickle_bytes + 1, verify=False)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error,
             NotImplementedError, RuntimeError) as e:  # RuntimeError: an encrypted entry
         failed = _failed(name, "torch-zip", size, f"unreadable zip: {e}")
         if check is None:  # zipfile gave up: torch's reader may not (what would it see?)
-            check = check_zip(f, zf, size, name, MAX_CENTRAL_DIRECTORY)
+            check = check_zip(f, zf, size, name, lim.zip_directory_bytes)
         return _checked(failed, f, check.entries, check, (b"", -1), name)
     got = unpickle(io.BytesIO(data), name, storage_ids="zip")
     problems = _byteorder(zf, root, name)
@@ -401,7 +394,7 @@ def _read_legacy(f, name: str, size: int) -> PickleFile:
             problems.append(Problem(WARNING, name, "saved on a big-endian machine"))
     except _LegacyError as e:
         return side.added_to(_failed(name, "torch-legacy", size, str(e)))
-    got = unpickle(CappedReader(f, MAX_PICKLE_BYTES), name, storage_ids="legacy")
+    got = unpickle(CappedReader(f), name, storage_ids="legacy")
     storages = _locate_legacy(f, got.storages, name, size, problems, side) if got.ok else {}
     return side.added_to(_result(name, "torch-legacy", size, got, storages, problems))
 
@@ -415,7 +408,7 @@ class _SidePickles:
         self.warnings: list[Problem] = []
 
     def read(self, f, what: str) -> Unpickled:
-        got = unpickle(CappedReader(f, MAX_PICKLE_BYTES), self.name, storage_ids=None)
+        got = unpickle(CappedReader(f), self.name, storage_ids=None)
         for qual in got.unsafe:
             self.unsafe.setdefault(qual, what)
         if got.ok:
@@ -493,10 +486,10 @@ def _locate_legacy(f, declared, name, size, problems,
 def _read_plain(f, name: str, size: int, head: bytes) -> PickleFile:
     if size == 0:
         return _failed(name, "pickle", size, "empty file: not a torch file or pickle")
-    if size > MAX_PICKLE_BYTES:
+    most = limits.LIMITS.pickle_bytes
+    if size > most:
         return _failed(name, "pickle", size, f"pickle is {size:,} bytes, over the "
-                       f"{MAX_PICKLE_BYTES:,}-byte limit; not read "
-                       "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
+                       f"{most:,}-byte limit; not read ({limits.env('pickle_bytes')} raises it)")
     buf = io.BytesIO(f.read(size))  # read(n) allocates n up front; size is under the cap
     got = unpickle(buf, name, storage_ids=None)
     framed = len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5  # PROTO 2..5

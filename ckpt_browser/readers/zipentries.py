@@ -13,14 +13,14 @@ import io
 import struct
 import zlib
 
+from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem
-from ckpt_browser.readers.pickle_safe import MAX_PICKLE_BYTES, describe, unpickle
+from ckpt_browser.readers.pickle_safe import describe, unpickle
 from ckpt_browser.readers.zipdir import Entry
 
 SMALL = {b"byteorder", b"version", b".data/version", b".format_version", b".storage_alignment",
          b".data/serialization_id", b"archive_format", b"archive_version"}
 MAX_SMALL = 4096
-MAX_PICKLES = 1000  # a TorchScript archive holds one debug pickle per source file
 NO_CRC = ("saved without CRC-32 checksums (torch.serialization.set_crc32_options(False)): "
           "the records cannot be checked against them")
 
@@ -84,13 +84,14 @@ def _pickles(f, entries, starts, shown, name, problems) -> tuple[str, ...]:
     unsafe: dict[str, None] = {}
     picked = [e for e in entries if e.name.lower().endswith(b".pkl")
               and (e.name, e.offset) != shown and e.offset in starts]
-    budget = MAX_PICKLE_BYTES
+    lim = limits.LIMITS
+    budget = lim.pickle_bytes
     for i, e in enumerate(picked):
-        if i == MAX_PICKLES or e.usize > budget:
+        if i == lim.zip_pickles or e.usize > budget:
             problems.append(Problem(ERROR, name, f"{len(picked) - i:,} more pickles in the zip "
                                     f"(e.g. {e.text!r}) are not checked: over the "
-                                    f"{MAX_PICKLE_BYTES:,}-byte or {MAX_PICKLES:,}-pickle limit; "
-                                    "they could run code when loaded"))
+                                    f"{lim.pickle_bytes:,}-byte or {lim.zip_pickles:,}-pickle "
+                                    "limit; they could run code when loaded"))
             break
         budget -= e.usize
         data = read_entry(f, e, starts[e.offset], e.usize)

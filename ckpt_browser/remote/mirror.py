@@ -25,26 +25,19 @@ import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from ckpt_browser import limits
 from ckpt_browser.readers.files import sniff
-from ckpt_browser.readers.pickle_safe import MAX_PICKLE_BYTES
-from ckpt_browser.readers.torchfile import MAX_CENTRAL_DIRECTORY
 from ckpt_browser.remote import register
 from ckpt_browser.remote.errors import RemoteError, remote_errors
 from ckpt_browser.remote.urls import public
 
 SPECULATIVE = 128 * 1024
 SMALL = 16 * 2**20
-MAX_HEADER = 100_000_000  # the safetensors limit
-MAX_FILES = 20_000
-MAX_DEPTH = 6
 ZIP_TAIL = 65_535 + 22 + 20 + 56  # longest comment, end record, zip64 locator and record
 ZIP_HEAD = 64 * 1024
 LOCAL_HEADER_MAX = 30 + 1024  # fixed part, name and extra field of one local header
 DESCRIPTOR_MAX = 24  # a ZIP64 data descriptor with its signature
-MAX_ZIP_RANGES = 100_000
-MAX_ZIP_BYTES = 256 * 2**20  # data.pkl and the other small records of one zip, together
 COALESCE = 64 * 1024
-MAX_DCP_BYTES = 64 * 2**20
 MANIFEST = ".ckpt-browser-mirror.json"
 
 
@@ -111,7 +104,8 @@ class _Mirror:
         """("folder" | "file", [(relative name, size, version)]), within the caps."""
         from ckpt_browser.remote.fs import entries
 
-        kind, found = entries(self.fs, self.given, MAX_DEPTH, MAX_FILES)
+        lim = limits.LIMITS
+        kind, found = entries(self.fs, self.given, lim.remote_depth, lim.remote_files)
         if kind == "file":  # named without its query (a presigned URL's token stays out)
             self.folder_shown, _, name = self.shown.rpartition("/")
             self.paths[name] = self.given
@@ -187,7 +181,7 @@ class _Mirror:
         elif (name.endswith(".safetensors") or sniff(head) == "safetensors") and len(head) >= 8:
             # a safetensors file by its content, whatever its name: the rest of its header
             need = 8 + int.from_bytes(head[:8], "little")
-            if len(head) < need <= min(size, 8 + MAX_HEADER):
+            if len(head) < need <= min(size, 8 + limits.LIMITS.safetensors_header):
                 more = self._read(name, len(head), need, size)[0]
                 self._write(name, len(head), more)
         elif len(head) < size and head.startswith(b"PK\x03\x04"):
@@ -196,6 +190,7 @@ class _Mirror:
 
     def _zip(self, name: str, size: int) -> None:
         """End record, central directory, and what the torch-zip reader reads of each entry."""
+        lim = limits.LIMITS
         start = max(0, size - ZIP_TAIL)
         tail = self._read(name, start, size, size)[0]
         self._write(name, start, tail)
@@ -205,20 +200,20 @@ class _Mirror:
             if end is None:
                 return  # the reader will say: truncated zip
             cd_start = max(0, end[zipfile._ECD_OFFSET])
-            cd_end = min(start, cd_start + min(end[zipfile._ECD_SIZE], MAX_CENTRAL_DIRECTORY))
+            cd_end = min(start, cd_start + min(end[zipfile._ECD_SIZE], lim.zip_directory_bytes))
         if cd_start < cd_end:
             self._write(name, cd_start, self._read(name, cd_start, cd_end, size)[0])
         try:
             with open(path, "rb") as f:
-                infos = zipfile.ZipFile(f).infolist()[:MAX_ZIP_RANGES]
+                infos = zipfile.ZipFile(f).infolist()[:lim.remote_zip_entries]
         except (zipfile.BadZipFile, ValueError, OSError):
             return
         # the zip checks also read the data descriptor that ends each entry (torch writes one
         # after every record): it sits just before the next local header or the directory
-        ranges, budget = [(max(0, cd_start - DESCRIPTOR_MAX), cd_start)], MAX_ZIP_BYTES
+        ranges, budget = [(max(0, cd_start - DESCRIPTOR_MAX), cd_start)], lim.remote_zip_bytes
         for i in infos:
             small = "/data/" not in i.filename or i.filename.endswith("data.pkl")
-            body = min(i.file_size, MAX_PICKLE_BYTES, budget) if small else 0
+            body = min(i.file_size, lim.pickle_bytes, budget) if small else 0
             budget -= body
             ranges.append((max(0, i.header_offset - DESCRIPTOR_MAX),
                            min(size, i.header_offset + LOCAL_HEADER_MAX + body)))
@@ -248,7 +243,7 @@ class _Mirror:
             if not os.path.exists(os.path.join(self.local, folder, ".metadata")):
                 continue
             d = read_dcp(os.path.join(self.local, folder), folder)
-            budget = MAX_DCP_BYTES
+            budget = limits.LIMITS.remote_dcp_bytes
             by_file: dict[str, list] = {}
             for e in d.entries.values():
                 if e.kind != "bytes":

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ckpt_browser.values.locate import TensorLoc
-from ckpt_browser.values.read import BLOCK_BYTES, ValuesError, as_float, iter_raw
+from ckpt_browser.values.read import ValuesError, as_float, iter_raw
 
 
 @dataclass
@@ -36,7 +36,7 @@ class ValueDiff:
 def compare(a: TensorLoc, b: TensorLoc, rtol: float = 0.0, atol: float = 0.0,
             cancel: threading.Event | None = None,
             progress: Callable[[int, int], None] | None = None,
-            block_bytes: int = BLOCK_BYTES) -> ValueDiff:
+            block_bytes: int | None = None) -> ValueDiff:
     """Raises ValuesError (unreadable, or shapes that differ) or Cancelled."""
     if a.numel != b.numel:
         raise ValuesError(f"{a.name}: {a.numel:,} elements against {b.numel:,}")
@@ -158,7 +158,7 @@ def _cut(block, start: int, stop: int | None):
     return raw, t[start:stop]
 
 
-def _sum_squares(loc: TensorLoc, ranges: list[tuple[int, int]], block_bytes: int,
+def _sum_squares(loc: TensorLoc, ranges: list[tuple[int, int]], block_bytes: int | None,
                  cancel) -> tuple[float, int, int]:
     """Sum of squares of loc's finite elements in the given (start, count) ranges, how many
     they are, and bytes read."""

@@ -22,13 +22,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from ckpt_browser import limits
 from ckpt_browser.values.locate import Piece, TensorLoc
-
-BLOCK_BYTES = 8 * 2**20
-BLOCK_ELEMS = 2**20  # float64 temporaries of one block stay at 8 MB whatever the dtype
-MAX_ROW_BYTES = 256 * 2**20  # one slab row of a DCP tensor chunked along inner dimensions
-MAX_VIEW_BYTES = 256 * 2**20  # the storage behind a non-contiguous torch view
-MAX_WRAPPER_BYTES = 1 * 2**20  # the archive around a DCP chunk, beyond its data
 
 # tag -> numpy dtype holding one element's bytes (little-endian, as the formats store them)
 CONTAINERS = {
@@ -106,15 +101,16 @@ def as_float(block: np.ndarray, dtype: str) -> np.ndarray:
     return x.astype(np.float64)
 
 
-def iter_blocks(loc: TensorLoc, block_bytes: int = BLOCK_BYTES,
+def iter_blocks(loc: TensorLoc, block_bytes: int | None = None,
                 cancel: threading.Event | None = None) -> Iterator[np.ndarray]:
     """Yield the tensor's elements as 1-D arrays of its container dtype, in row-major order;
-    together they hold exactly numel elements. Raises ValuesError or Cancelled."""
+    together they hold exactly numel elements. `block_bytes`: by default the block_bytes cap.
+    Raises ValuesError or Cancelled."""
     for _, block in iter_raw(loc, block_bytes, cancel):
         yield block
 
 
-def iter_raw(loc: TensorLoc, block_bytes: int = BLOCK_BYTES,
+def iter_raw(loc: TensorLoc, block_bytes: int | None = None,
              cancel: threading.Event | None = None) -> Iterator[tuple[bytearray | None,
                                                                       np.ndarray]]:
     """Like iter_blocks, with each block's bytes as read (None where blocks are assembled):
@@ -123,7 +119,9 @@ def iter_raw(loc: TensorLoc, block_bytes: int = BLOCK_BYTES,
         raise ValuesError(f"{loc.file}: {loc.name}: {loc.problem}")
     dtype = container(loc.dtype)
     itemsize = dtype.itemsize
-    block = max(1, min(block_bytes // itemsize, BLOCK_ELEMS))
+    lim = limits.LIMITS
+    block_bytes = lim.block_bytes if block_bytes is None else block_bytes
+    block = max(1, min(block_bytes // itemsize, lim.block_elements))
     if loc.numel == 0:
         return
     if loc.stride is not None:  # a view's piece spans its storage, not numel elements
@@ -248,7 +246,7 @@ def _unwrap(p: Piece, loc: TensorLoc, itemsize: int) -> Piece:
     n = 1
     for d in p.sizes:
         n *= d
-    if p.length > n * itemsize + MAX_WRAPPER_BYTES:
+    if p.length > n * itemsize + limits.LIMITS.dcp_wrapper_bytes:
         raise ValuesError(f"{p.path}: {loc.name}: a chunk of {p.length:,} bytes for "
                           f"{n * itemsize:,} bytes of data")
     with _Fd(p.path) as fd:
@@ -336,9 +334,10 @@ def _slabs(loc: TensorLoc, pieces: list[Piece], dtype, itemsize: int, block: int
     """Chunks split along inner dimensions: assemble a few rows at a time."""
     shape = loc.shape
     row = loc.numel // shape[0] if shape[0] else 0
-    if row * itemsize > MAX_ROW_BYTES:
+    most = limits.LIMITS.row_bytes
+    if row * itemsize > most:
         raise ValuesError(f"{loc.file}: {loc.name}: one row is {row * itemsize:,} bytes, over "
-                          f"the {MAX_ROW_BYTES:,}-byte limit for assembling chunks")
+                          f"the {most:,}-byte limit for assembling chunks")
     rows = max(1, block // max(row, 1))
     for r0 in range(0, shape[0], rows):
         r1 = min(shape[0], r0 + rows)
@@ -370,9 +369,10 @@ def _slabs(loc: TensorLoc, pieces: list[Piece], dtype, itemsize: int, block: int
 def _strided(loc: TensorLoc, p: Piece, dtype, itemsize: int, block: int,
              cancel) -> Iterator[np.ndarray]:
     """A torch view that is not contiguous: read the storage it spans, then gather."""
-    if p.length > MAX_VIEW_BYTES:
+    most = limits.LIMITS.view_bytes
+    if p.length > most:
         raise ValuesError(f"{loc.file}: {loc.name}: a non-contiguous view over {p.length:,} "
-                          f"bytes of storage, over the {MAX_VIEW_BYTES:,}-byte limit")
+                          f"bytes of storage, over the {most:,}-byte limit")
     if cancel is not None and cancel.is_set():
         raise Cancelled()
     with _Fd(p.path) as fd:

@@ -123,13 +123,13 @@ def _lrs(t: TrainingState, label: str, notes: list[str]) -> list:
 def _dcp_lrs(t: TrainingState) -> list[float]:
     if _status(t, "optimizer") not in USABLE:
         return []
-    from ckpt_browser.analysis.components import MAX_JSON
+    from ckpt_browser import limits
     from ckpt_browser.analysis.state.files import StateFiles
     from ckpt_browser.standins import DcpCheckpoint
 
     out: list[float] = []
     seen = 0
-    fs = StateFiles(t.root, MAX_JSON)
+    fs = StateFiles(t.root, limits.LIMITS.json_bytes)
     try:
         for d in t.files:
             if not isinstance(d, DcpCheckpoint) or d.unsafe:

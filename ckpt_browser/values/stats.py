@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ckpt_browser.values.locate import TensorLoc
-from ckpt_browser.values.read import BLOCK_BYTES, as_float, iter_blocks, natural
+from ckpt_browser.values.read import as_float, iter_blocks, natural
 
 BINS = 32
 FINE = 16  # internal bins per shown bin: the shown range hugs the data, not the doubled range
@@ -51,7 +51,7 @@ class Stats:
 
 def tensor_stats(loc: TensorLoc, cancel: threading.Event | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 block_bytes: int = BLOCK_BYTES, bins: int = BINS) -> Stats:
+                 block_bytes: int | None = None, bins: int = BINS) -> Stats:
     """Raises ValuesError (unreadable) or Cancelled."""
     out = Stats(loc.name, loc.dtype, loc.shape, loc.numel)
     complex_ = loc.dtype in ("C64", "C128", "C32")

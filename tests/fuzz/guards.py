@@ -20,14 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckpt_browser.readers.dcp import MAX_METADATA_BYTES
-from ckpt_browser.readers.pickle_safe import MAX_PICKLE_BYTES
+from ckpt_browser.limits import LIMITS
 
 # The caps the code states for one read are 64 MiB (a pickle, a JSON state file) and 256 MiB
 # (DCP metadata, a zip's central directory). Fuzz inputs are under 4 MiB, so an honest read of
 # one stays far below the larger cap; going over it means a declared size was believed.
-MEMORY_LIMIT = MAX_METADATA_BYTES  # 256 MiB, tracemalloc peak per call
-assert MEMORY_LIMIT >= MAX_PICKLE_BYTES
+MEMORY_LIMIT = LIMITS.dcp_metadata_bytes  # 256 MiB, tracemalloc peak per call
+assert MEMORY_LIMIT >= LIMITS.pickle_bytes
 # Seconds of CPU per call on a small input: CPU time, not wall time, so that other processes
 # on a busy two-core machine cannot fail a test. A call looping past twice that is stopped by a
 # CPU-time alarm; a call blocked without using CPU (a FIFO read) by a wall-clock one.

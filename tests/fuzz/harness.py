@@ -112,11 +112,11 @@ def _pickle_bytes(entry: Path, case: Case):
 
 
 def _pickle_as_dcp(entry: Path, case: Case):
-    from ckpt_browser.readers.dcp import DCP_GLOBALS, MAX_METADATA_OPS
+    from ckpt_browser.readers.dcp import DCP_GLOBALS
     from ckpt_browser.readers.pickle_safe import unpickle
 
     return unpickle(io.BytesIO(entry.read_bytes()), entry.name, DCP_GLOBALS, storage_ids=None,
-                    max_ops=MAX_METADATA_OPS)
+                    ops="dcp_metadata_ops")
 
 
 def _dcp_folders(entry: Path) -> list[Path]:

@@ -3,7 +3,7 @@
 One strategy per target (cases.TARGETS), each drawing a `Case` (the files of one checkpoint):
 
 - `safetensors_files`: 8-byte length + JSON header (random dtypes, shapes, offsets, names,
-  __metadata__) + data; lengths that lie (huge, MAX_HEADER, off by a few), truncation,
+  __metadata__) + data; lengths that lie (huge, the header cap, off by a few), truncation,
   non-UTF-8, NaN literals, duplicate keys, deep nesting, a consistent header claiming terabytes;
 - `index_folders`: an index beside real small shards; weight_map of every wrong kind (not a
   dict, non-string values, names outside the folder, empty, the index itself, 20,000 entries);
@@ -33,8 +33,8 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from ckpt_browser.limits import LIMITS
 from ckpt_browser.model import DTYPE_BITS
-from ckpt_browser.readers.safetensors import MAX_HEADER
 
 from .cases import Case
 from .mutate import (damaged_bytes, damaged_central_directory, damaged_members, damaged_tree,
@@ -192,7 +192,8 @@ def safetensors_bytes(draw, damage: bool = True, max_tensors: int = 6) -> bytes:
     header += b" " * draw(st.integers(0, 7))  # the library pads to 8 bytes
     n = len(header)
     if damage:
-        n = draw(st.sampled_from([n] * 6 + [0, 1, n - 1, n + 1, n + 8, MAX_HEADER, MAX_HEADER + 1,
+        most = LIMITS.safetensors_header
+        n = draw(st.sampled_from([n] * 6 + [0, 1, n - 1, n + 1, n + 8, most, most + 1,
                                              2**32, 2**63, 2**64 - 1]))
         n = max(0, min(n, 2**64 - 1))
     fill = draw(st.binary(min_size=1, max_size=8))

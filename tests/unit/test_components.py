@@ -3,6 +3,7 @@ components read from real samples, checked against torch.load(weights_only=True)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ckpt_browser import limits
 from ckpt_browser.analysis.components import training_state
 from ckpt_browser.errors import NotACheckpoint, PathNotFound
 from ckpt_browser.model import COMPONENTS
@@ -408,10 +410,8 @@ def test_hf_interrupted_and_damaged_files(tmp_path, monkeypatch):
         "missing", "missing", "missing", "damaged")
     assert ts.step == 6  # the folder name still says so
     assert any(p.file == "optimizer.pt" for p in ts.problems)
-    import ckpt_browser.analysis.components as comp
-
     (d / "trainer_state.json").write_text(json.dumps(trainer_state(RUN6)))
-    monkeypatch.setattr(comp, "MAX_JSON", 100)
+    monkeypatch.setattr(limits, "LIMITS", dataclasses.replace(limits.LIMITS, json_bytes=100))
     ts = training_state(str(d))
     assert ts.components["progress"].status == "damaged"
     assert "limit" in ts.components["progress"].detail

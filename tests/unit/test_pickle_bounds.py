@@ -7,6 +7,7 @@ measures time: a quadratic regression shows as a test that never ends (the runne
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import pickle
@@ -15,6 +16,7 @@ import sys
 
 import pytest
 
+from ckpt_browser import limits
 from ckpt_browser.readers.pickle_safe import hashing, read_pickle_bytes, unpickle
 from ckpt_browser.readers.safetensors import parse_header
 from ckpt_browser.standins import HugeInt, TensorRef, bounded_int, int_from_text
@@ -48,7 +50,7 @@ def test_colliding_dict_keys_are_bounded_and_said(kind, protocol):
     obj, problems = load(pickle.dumps(dict.fromkeys(keys, 1), protocol=protocol))
     assert len(obj) == len(keys) and all(v == 1 for v in obj.values())
     kept = [k for k in obj if type(k) is not str]
-    assert kept == keys[:hashing.PER_HASH]  # the first 32 as they are, in order
+    assert kept == keys[:limits.LIMITS.hash_keys]  # the first 32 as they are, in order
     assert all(k.endswith("sharing a hash value>") for k in obj if type(k) is str)
     flood = [p for p in problems if "share a hash value" in p]
     assert flood == ["error: f.pkl: 5,000 keys of one dict or set share a hash value "
@@ -74,7 +76,7 @@ def test_the_real_attack_size_stays_bounded():
 def test_floats_sharing_a_hash_are_counted_too(monkeypatch):
     keys = [2.0 ** (61 * j) for j in range(17)]  # all hash to 1
     assert len({hash(k) for k in keys}) == 1
-    monkeypatch.setattr(hashing, "PER_HASH", 4)
+    monkeypatch.setattr(limits, "LIMITS", dataclasses.replace(limits.LIMITS, hash_keys=4))
     obj, problems = load(pickle.dumps(dict.fromkeys(keys, 0), protocol=2))
     assert list(obj)[:4] == keys[:4] and len(obj) == 17
     assert warned(problems, "17 keys of one dict or set share a hash value", "13 are shown")
@@ -98,7 +100,7 @@ def test_batches_of_one_dict_share_one_count():
     data = pickle.dumps({"d": dict.fromkeys(COLLIDING["ints"], 0), "e": {1: 2}}, protocol=2)
     assert data.count(pickle.SETITEMS) >= 5
     obj, problems = load(data)
-    assert sum(type(k) is int for k in obj["d"]) == hashing.PER_HASH
+    assert sum(type(k) is int for k in obj["d"]) == limits.LIMITS.hash_keys
     assert obj["e"] == {1: 2}
 
 
@@ -259,9 +261,10 @@ class _Sub(dict):
     pass
 
 
-def test_an_opcode_budget_is_an_error_never_a_truncated_ok():
+def test_an_opcode_budget_is_an_error_never_a_truncated_ok(monkeypatch):
     data = pickle.dumps(list(range(5000)), protocol=2)
-    got = unpickle(io.BytesIO(data), "f.pkl", max_ops=2048)
+    monkeypatch.setattr(limits, "LIMITS", dataclasses.replace(limits.LIMITS, pickle_ops=2048))
+    got = unpickle(io.BytesIO(data), "f.pkl")
     assert not got.ok and got.obj is None
     assert [p.severity for p in got.problems] == ["error"]
     assert "more than 2,048 opcodes" in got.problems[0].message

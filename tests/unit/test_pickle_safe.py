@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import io
 import pickle
 import sys
@@ -16,8 +17,8 @@ import sys
 import numpy as np
 import pytest
 
+from ckpt_browser import limits
 from ckpt_browser.model import ERROR, WARNING
-from ckpt_browser.readers import pickle_safe
 from ckpt_browser.readers.pickle_safe import CappedReader, read_pickle_bytes, unpickle
 from ckpt_browser.standins import NumpyArray, Opaque, TensorRef, UnsafeCall
 
@@ -212,7 +213,7 @@ def test_100000_nested_lists_are_cut_at_the_depth_limit():
     depth = 0
     while type(obj) is list and obj:
         obj, depth = obj[0], depth + 1
-    assert depth == pickle_safe.MAX_DEPTH and obj == Opaque("<elided>")
+    assert depth == limits.LIMITS.depth and obj == Opaque("<elided>")
     assert len(problems) == 1 and "deeper than 100 levels" in problems[0]
 
 
@@ -267,22 +268,23 @@ def test_huge_memo_index_allocates_nothing():
 
 
 def test_memo_size_is_capped(monkeypatch):
-    monkeypatch.setattr(pickle_safe, "MAX_MEMO", 1000)
+    monkeypatch.setattr(limits, "LIMITS", dataclasses.replace(limits.LIMITS, pickle_memo=1000))
     obj, _, problems = load(b"\x80\x04N" + b"\x94" * 5000 + b".")
     assert obj is None
     assert problems == ["error: f.pkl: pickle memo holds more than 1,000 objects "
                         "(CKPT_BROWSER_MAX_PICKLE_MEMO raises it)"]
 
 
-def test_opcode_budget():
-    result = unpickle(io.BytesIO(pickle.dumps(list(range(5000)), 2)), "f.pkl", max_ops=1000)
+def test_opcode_budget(monkeypatch):
+    monkeypatch.setattr(limits, "LIMITS", dataclasses.replace(limits.LIMITS, pickle_ops=1000))
+    result = unpickle(io.BytesIO(pickle.dumps(list(range(5000)), 2)), "f.pkl")
     assert not result.ok
     assert [p.message for p in result.problems] == [
         "pickle runs more than 1,000 opcodes (CKPT_BROWSER_MAX_PICKLE_OPS raises it)"]
 
 
 def test_size_cap(monkeypatch):
-    monkeypatch.setattr(pickle_safe, "MAX_PICKLE_BYTES", 100)
+    monkeypatch.setattr(limits, "LIMITS", dataclasses.replace(limits.LIMITS, pickle_bytes=100))
     data = pickle.dumps(list(range(100)))
     assert load(data)[2] == [
         f"error: f.pkl: pickle is {len(data)} bytes, over the 100-byte limit; not read "

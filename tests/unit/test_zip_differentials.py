@@ -7,6 +7,7 @@ messages are exact, so a change of wording is a deliberate one.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 import zipfile
@@ -14,6 +15,7 @@ import zipfile
 import pytest
 import torch
 
+from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, Problem
 from ckpt_browser.readers import zipentries
 from ckpt_browser.readers.torchfile import read_pickle_file, read_pickle_file_object
@@ -143,12 +145,12 @@ def test_every_pickle_is_checked():
 
 
 def test_pickles_past_the_cap_are_an_error(monkeypatch):
-    monkeypatch.setattr(zipentries, "MAX_PICKLES", 2)
+    monkeypatch.setattr(limits, "LIMITS", dataclasses.replace(limits.LIMITS, zip_pickles=2))
     recs = cz.records(cz.clean()) + [cz.Rec(b"archive/p%d.pkl" % i, cz.clean())
                                      for i in range(4)]
     assert read(cz.plain(recs)).problems == (error(
         "2 more pickles in the zip (e.g. 'archive/p2.pkl') are not checked: over the "
-        f"{zipentries.MAX_PICKLE_BYTES:,}-byte or 2-pickle limit; they could run code when "
+        f"{limits.LIMITS.pickle_bytes:,}-byte or 2-pickle limit; they could run code when "
         "loaded"),)
 
 

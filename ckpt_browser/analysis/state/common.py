@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ckpt_browser.analysis.state.files import MAX_RANK_FILES
+from ckpt_browser import limits
 from ckpt_browser.model import COMPONENTS, ERROR, Component, Problem
 from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.standins import (DcpCheckpoint, NumpyArray, Opaque, PickleFile, TensorRef,
@@ -177,9 +177,10 @@ def safe_fields(out: Found, pf: PickleFile) -> dict:
 
 
 def read_each(fs, kind: str, files,
-              limit: int | None = MAX_RANK_FILES) -> tuple[list[PickleFile], Component | None]:
-    """Read the files (up to `limit`); the component is unsafe or damaged if any one is."""
-    pfs = [fs.pickle(f) for f in files[:limit]]
+              limit: int | None = -1) -> tuple[list[PickleFile], Component | None]:
+    """Read the files (up to `limit`: -1 for the rank-files cap, None for all); the component
+    is unsafe or damaged if any one is."""
+    pfs = [fs.pickle(f) for f in files[:limits.LIMITS.rank_files if limit == -1 else limit]]
     return pfs, damaged_or_unsafe(kind, files, pfs)
 
 

@@ -11,19 +11,14 @@ import zipfile
 import zlib
 from collections.abc import Callable
 
+from ckpt_browser import limits
 from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.torchfile import read_member
-from ckpt_browser.limits import env_limit
 from ckpt_browser.model import ERROR, Problem
 from ckpt_browser.standins import (
     DcpCheckpoint, PickleFile, TensorRef, int_from_text,
 )
-
-# per-rank files read in full; more are only counted
-MAX_RANK_FILES = env_limit("MAX_RANK_FILES", 1024)
-# non-tensor DCP items decoded (steps, counters, loader state)
-MAX_DCP_ITEM = env_limit("MAX_DCP_ITEM_BYTES", 1024 * 1024)
 
 _STRUCT = {"F64": "d", "F32": "f", "F16": "e", "I64": "q", "I32": "i", "I16": "h", "I8": "b",
            "U8": "B", "U16": "H", "U32": "I", "U64": "Q", "BOOL": "?"}
@@ -101,7 +96,8 @@ class StateFiles:
         if entry.kind == "tensor":
             return f"tensor {entry.dtype}{list(entry.shape or ())}"
         chunk = entry.chunks[0] if entry.chunks else None
-        if chunk is None or chunk.file is None or not 0 < (chunk.length or 0) <= MAX_DCP_ITEM:
+        most = limits.LIMITS.dcp_item_bytes
+        if chunk is None or chunk.file is None or not 0 < (chunk.length or 0) <= most:
             return None
         name = f"{rel}/{chunk.file}" if rel else chunk.file
         try:
@@ -110,9 +106,9 @@ class StateFiles:
                 blob = f.read(chunk.length)
             with zipfile.ZipFile(io.BytesIO(blob)) as zf:
                 pkl = next((i for i in zf.infolist() if i.filename.endswith("/data.pkl")), None)
-                if pkl is None or pkl.file_size > MAX_DCP_ITEM:
+                if pkl is None or pkl.file_size > most:
                     return None
-                data = read_member(zf, pkl, MAX_DCP_ITEM)
+                data = read_member(zf, pkl, most)
         except (OSError, zipfile.BadZipFile, ValueError, EOFError, RuntimeError,
                 NotImplementedError, zlib.error):
             return None
@@ -166,7 +162,7 @@ def read_json(path: str, limit: int) -> tuple[dict | None, str]:
         size = os.path.getsize(path)
         if size > limit:
             return None, (f"{size:,} bytes, over the {limit:,}-byte limit for JSON; not read "
-                          "(CKPT_BROWSER_MAX_JSON_BYTES raises it)")
+                          f"({limits.env('json_bytes')} raises it)")
         with open_regular(path) as f:
             doc = json.loads(f.read().decode("utf-8"), parse_constant=_not_json,
                              parse_int=int_from_text)

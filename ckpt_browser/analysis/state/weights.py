@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 import re
 
+from ckpt_browser import limits
 from ckpt_browser.analysis.state.common import (INCOMPLETE, MISSING, OK, count_tensors,
                                                 damaged_or_unsafe, dcp_status, missing, name_list)
-from ckpt_browser.analysis.state.files import MAX_RANK_FILES, StateFiles
+from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
 
 _OF = re.compile(r"-(\d+)-of-(\d+)\.")
@@ -59,7 +60,7 @@ def weights_component(fs: StateFiles, files, key_in=None, dcp: str | None = None
                          "headers are checked in the weights view.",
                          {"format": "safetensors", "files": len(files)})
     torch_files = [f for f in files if not f.endswith((".safetensors", ".json", "/"))]
-    pfs = [fs.pickle(f) for f in torch_files[:MAX_RANK_FILES]]
+    pfs = [fs.pickle(f) for f in torch_files[:limits.LIMITS.rank_files]]
     bad = damaged_or_unsafe("weights", files, pfs)
     if bad:
         return bad

@@ -15,7 +15,7 @@ the memo, and how deep values nest. Bad content becomes one-line Problems, never
   allowlist.py   the torch allowlist: dtype tags (dtypes.py) and recorders (torch_records,
                  builtin_records, numpy_records; their argument checks in checks.py)
   bounds.py      after reading: measure the whole graph and cut a bomb
-  limits.py      the caps, CappedReader, the elided marker
+  limits.py      CappedReader, the elided marker (the caps: ckpt_browser/limits.py)
 """
 
 from __future__ import annotations
@@ -24,21 +24,20 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckpt_browser import limits as caps  # `limits` here is this package's own module
 from ckpt_browser.model import ERROR, WARNING, Problem
 from ckpt_browser.readers.pickle_safe.allowlist import TORCH_GLOBALS
 from ckpt_browser.readers.pickle_safe.bounds import measure, pruned
 from ckpt_browser.readers.pickle_safe.dtypes import DTYPE_GLOBALS, ITEMSIZE
-from ckpt_browser.readers.pickle_safe.limits import (
-    MAX_DEPTH, MAX_MEMO, MAX_OPS, MAX_PATHS, MAX_PICKLE_BYTES, CappedReader, Limit, short,
-)
+from ckpt_browser.readers.pickle_safe.limits import CappedReader, Limit, short
 from ckpt_browser.readers.pickle_safe.policy import describe, is_data, is_unsafe
 from ckpt_browser.readers.pickle_safe.torch_records import torch_layout, torch_size
 from ckpt_browser.readers.pickle_safe.unpickler import SafeUnpickler
 
 __all__ = [
-    "DTYPE_GLOBALS", "ITEMSIZE", "MAX_DEPTH", "MAX_MEMO", "MAX_OPS", "MAX_PATHS",
-    "MAX_PICKLE_BYTES", "TORCH_GLOBALS", "CappedReader", "SafeUnpickler", "Unpickled",
-    "describe", "is_data", "is_unsafe", "read_pickle_bytes", "short", "torch_layout", "torch_size", "unpickle",
+    "DTYPE_GLOBALS", "ITEMSIZE", "TORCH_GLOBALS", "CappedReader", "SafeUnpickler", "Unpickled",
+    "describe", "is_data", "is_unsafe", "read_pickle_bytes", "short", "torch_layout",
+    "torch_size", "unpickle",
 ]
 
 
@@ -73,14 +72,11 @@ def _at_end(file) -> bool:
         return False
 
 
-# The entry points read MAX_MEMO and MAX_PICKLE_BYTES from this module when called, so that
-# patching pickle_safe.MAX_MEMO (as the tests do) still takes effect.
-
 def unpickle(file, name: str, allow: dict | None = None, *, storage_ids: str | None = "zip",
-             max_ops: int = MAX_OPS) -> Unpickled:
-    """Read one pickle from `file` (a BytesIO, or a CappedReader over a real file)."""
-    u = SafeUnpickler(file, name, allow, storage_ids=storage_ids, max_ops=max_ops,
-                      max_memo=MAX_MEMO)
+             ops: str = "pickle_ops") -> Unpickled:
+    """Read one pickle from `file` (a BytesIO, or a CappedReader over a real file).
+    `ops`: the cap on opcodes run (a field of `limits.Limits`)."""
+    u = SafeUnpickler(file, name, allow, storage_ids=storage_ids, ops=ops)
     problems: list[Problem] = []
     obj, ok = None, False
     try:
@@ -93,12 +89,13 @@ def unpickle(file, name: str, allow: dict | None = None, *, storage_ids: str | N
         u.release()
     if ok:
         try:
-            height, paths = measure(obj)
-            if height > MAX_DEPTH or paths > MAX_PATHS:
-                obj = pruned(obj)
-                u.note(f"the object nests deeper than {MAX_DEPTH} levels or expands to more "
-                       f"than {MAX_PATHS:,} paths; the excess is elided (pickle bomb? "
-                       "CKPT_BROWSER_MAX_DEPTH and CKPT_BROWSER_MAX_PATHS raise the caps)")
+            lim = caps.LIMITS
+            height, paths = measure(obj, lim.depth, lim.paths)
+            if height > lim.depth or paths > lim.paths:
+                obj = pruned(obj, lim.depth)
+                u.note(f"the object nests deeper than {lim.depth} levels or expands to more "
+                       f"than {lim.paths:,} paths; the excess is elided (pickle bomb? "
+                       f"{caps.env('depth')} and {caps.env('paths')} raise the caps)")
         except (RecursionError, MemoryError) as e:
             obj, ok = None, False
             problems.append(Problem(ERROR, name, _message(e)))
@@ -167,9 +164,10 @@ def _bare_getattr(obj) -> bool:
 
 def read_pickle_bytes(data: bytes, name: str) -> tuple[Any, tuple[str, ...], tuple[Problem, ...]]:
     """One pickle from memory, with the torch allowlist: (object, unsafe names, problems)."""
-    if len(data) > MAX_PICKLE_BYTES:
+    most = caps.LIMITS.pickle_bytes
+    if len(data) > most:
         return None, (), (Problem(ERROR, name, f"pickle is {len(data):,} bytes, over the "
-                                  f"{MAX_PICKLE_BYTES:,}-byte limit; not read "
-                                  "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)"),)
+                                  f"{most:,}-byte limit; not read "
+                                  f"({caps.env('pickle_bytes')} raises it)"),)
     result = unpickle(io.BytesIO(data), name)
     return result.obj, result.unsafe, result.problems

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from ckpt_browser.readers.pickle_safe.limits import MAX_DEPTH, MAX_PATHS, PRUNED_NODES, elided
+from ckpt_browser.readers.pickle_safe.limits import PRUNED_NODES, elided
 from ckpt_browser.standins import Opaque, UnsafeCall
 
 
@@ -26,9 +26,9 @@ def _children(node):
 _BRANCHES = (dict, list, tuple, Opaque, UnsafeCall)
 
 
-def measure(root) -> tuple[int, int]:
+def measure(root, max_depth: int, max_paths: int) -> tuple[int, int]:
     """(height, paths) of an object graph, iteratively; shared objects are measured once,
-    cycles are cut. Stops early once height > MAX_DEPTH or paths > MAX_PATHS."""
+    cycles are cut. Stops early once height > max_depth or paths > max_paths."""
     if type(root) not in _BRANCHES:
         return 0, 1
     done: dict[int, tuple[int, int]] = {}
@@ -44,7 +44,7 @@ def measure(root) -> tuple[int, int]:
             if got is None:
                 if id(child) in onpath:
                     continue
-                if len(frames) > MAX_DEPTH:
+                if len(frames) > max_depth:
                     return len(frames) + 1, acc[1]
                 frames.append((child, _children(child), [0, 1]))
                 onpath.add(id(child))
@@ -55,7 +55,7 @@ def measure(root) -> tuple[int, int]:
             frames.pop()
             onpath.discard(id(node))
             result = (acc[0] + 1, acc[1])
-            if result[1] > MAX_PATHS:
+            if result[1] > max_paths:
                 return result
             done[id(node)] = result
             if frames:
@@ -67,7 +67,7 @@ def measure(root) -> tuple[int, int]:
     return 0, 1
 
 
-def pruned(obj, depth: int = MAX_DEPTH, budget: list | None = None, onpath: set | None = None):
+def pruned(obj, depth: int, budget: list | None = None, onpath: set | None = None):
     """A copy of obj cut at `depth` levels and PRUNED_NODES nodes, leaves included (so shared
     references cannot multiply). Recursion is bounded by `depth`."""
     budget = [PRUNED_NODES] if budget is None else budget

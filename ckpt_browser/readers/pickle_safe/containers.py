@@ -2,9 +2,9 @@
 BYTEARRAY8 and tuples, as a mixin of SafeUnpickler.
 
 Hashing a tuple nested a million deep crashes CPython (no recursion check), so tuples and call
-results record their depth as they are built, and anything deeper than MAX_DEPTH is replaced
-by an elided marker. A BUILD state that is not a dict is kept as a list, so a stand-in whose
-state changes after it was built can never be hashed. Keys go through hashing.py's bound.
+results record their depth as they are built, and anything deeper than the depth cap is
+replaced by an elided marker. A BUILD state that is not a dict is kept as a list, so a stand-in
+whose state changes after it was built can never be hashed. Keys go through hashing.py's bound.
 
 What our inert values cannot follow (items written into a tensor, a bytearray extended, the
 state of a rebuilt object dropped) is a warning, so a listing that may differ from what
@@ -16,8 +16,9 @@ from __future__ import annotations
 import pickle
 import struct
 
+from ckpt_browser import limits
 from ckpt_browser.readers.pickle_safe.hashing import Hashing, fast_key
-from ckpt_browser.readers.pickle_safe.limits import MAX_DEPTH, elided
+from ckpt_browser.readers.pickle_safe.limits import elided
 from ckpt_browser.readers.pickle_safe.numpy_records import build_ndarray
 from ckpt_browser.standins import NumpyArray, Opaque, TensorRef, UnsafeCall
 
@@ -49,6 +50,7 @@ class Containers(Hashing):
         self._pins: list = []  # keeps those ids unique while we read
         self._unhashable = 0
         self._mine: dict[int, object] = {}  # id -> the states and item lists we made
+        self._max_depth = limits.LIMITS.depth  # read once per pickle: _nested runs per tuple
 
     # -- building ---------------------------------------------------------------------------
     def load_build(self):
@@ -214,8 +216,9 @@ class Containers(Hashing):
                 d = get(id(x), 1) + 1
                 if d > depth:
                     depth = d
-        if depth > MAX_DEPTH:
-            self.note(f"values nested deeper than {MAX_DEPTH} levels were elided (pickle bomb?)")
+        if depth > self._max_depth:
+            self.note(f"values nested deeper than {self._max_depth} levels were elided "
+                      "(pickle bomb?)")
             return elided()
         if depth > 1:
             self._depth[id(obj)] = depth

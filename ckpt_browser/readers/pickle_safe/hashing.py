@@ -1,7 +1,8 @@
 """Hash flooding: a pickle whose dict or set keys all share one hash value (ints k*(2**61-1),
 tuples or frozensets of them, floats 2.0**(61*j) ...) makes every insert compare against all
-the keys before it, so a 1 MB pickle takes minutes. Each container admits at most PER_HASH
-keys per hash value; the rest are kept under placeholder keys, with one warning per pickle.
+the keys before it, so a 1 MB pickle takes minutes. Each container admits at most
+`LIMITS.hash_keys` keys per hash value; the rest are kept under placeholder keys, with one
+warning per pickle.
 
 str and bytes keys (SipHash with a random seed: collisions cannot be built), bool, None and
 ints below 2**61 - 1 (each its own hash) skip the count: they are almost every key there is.
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import sys
 
-PER_HASH = 32
+from ckpt_browser import limits
+
 SMALL = sys.hash_info.modulus  # 2**61 - 1: an int in (-SMALL, SMALL) hashes to itself
 FAST_KEYS = (str, bytes, bool, type(None))
 
@@ -27,12 +29,13 @@ class Hashing:
     def __init__(self, file):
         super().__init__(file)
         self._shared: dict[int, dict[int, int]] = {}  # id(container) -> hash -> keys seen
-        self._crowded = 0  # keys in hash groups over PER_HASH
+        self._per_hash = limits.LIMITS.hash_keys
+        self._crowded = 0  # keys in hash groups over _per_hash
         self._placeholders = 0
         self._flood_note = -2  # index of the warning in notes; -2 none yet, -1 not kept
 
     def admitted(self, container, key, counts: dict | None = None):
-        """`key`, or a placeholder once PER_HASH keys of `container` share its hash. Raises
+        """`key`, or a placeholder once _per_hash keys of `container` share its hash. Raises
         TypeError when the key cannot be hashed."""
         h = hash(key)
         if counts is None:
@@ -42,9 +45,10 @@ class Hashing:
                 self._pins.append(container)  # its id stays its own while we read
         n = counts.get(h, 0) + 1
         counts[h] = n
-        if n <= PER_HASH:
+        most = self._per_hash
+        if n <= most:
             return key
-        self._crowded += PER_HASH + 1 if n == PER_HASH + 1 else 1
+        self._crowded += most + 1 if n == most + 1 else 1
         self._placeholders += 1
         return f"<key #{self._placeholders} sharing a hash value>"
 

@@ -1,5 +1,5 @@
-"""What bounds one read: the caps, a file reader that enforces the size cap, the marker left
-where a cap cut something, and a bounded repr for messages."""
+"""What bounds one read: a file reader that enforces the size cap, the marker left where a cap
+cut something, and a bounded repr for messages."""
 
 from __future__ import annotations
 
@@ -7,19 +7,12 @@ import pickle
 import reprlib
 from typing import Any, BinaryIO
 
-from ckpt_browser.limits import env_limit
+from ckpt_browser import limits
 from ckpt_browser.standins import Opaque
 
-MAX_PICKLE_BYTES = env_limit("MAX_PICKLE_BYTES", 64 * 2**20)  # data.pkl or a plain pickle
-MAX_DEPTH = env_limit("MAX_DEPTH", 100)  # nesting of containers and stand-ins in the result
-# opcodes in one pickle; a 280k-tensor optimizer's data.pkl runs ~7M
-MAX_OPS = env_limit("MAX_PICKLE_OPS", 16_000_000)
-MAX_MEMO = env_limit("MAX_PICKLE_MEMO", 8_000_000)
-# paths the result expands to when shared references are followed
-MAX_PATHS = env_limit("MAX_PATHS", 20_000_000)
+# The caps themselves are fields of ckpt_browser.limits.Limits, read when a pickle is read.
 MAX_NOTES = 20  # distinct warnings kept per pickle; the rest are counted
-MAX_GLOBALS = 10_000  # different globals one pickle may name (real checkpoints name < 100)
-PRUNED_NODES = 1_000_000  # what is kept of a graph that broke MAX_DEPTH or MAX_PATHS
+PRUNED_NODES = 1_000_000  # what is kept of a graph that broke the depth or paths cap
 
 
 class Limit(pickle.UnpicklingError):
@@ -29,7 +22,8 @@ class Limit(pickle.UnpicklingError):
 class CappedReader:
     """A file wrapper that refuses to read past `limit` bytes (for pickles read from a file)."""
 
-    def __init__(self, f: BinaryIO, limit: int = MAX_PICKLE_BYTES):
+    def __init__(self, f: BinaryIO, limit: int | None = None):
+        limit = limits.LIMITS.pickle_bytes if limit is None else limit
         self._f, self._left, self.limit = f, limit, limit
 
     def read(self, n: int = -1) -> bytes:
@@ -48,7 +42,7 @@ class CappedReader:
 
     def _over(self) -> Limit:
         return Limit(f"pickle is larger than the {self.limit:,}-byte limit "
-                     "(CKPT_BROWSER_MAX_PICKLE_BYTES raises it)")
+                     f"({limits.env('pickle_bytes')} raises it)")
 
 
 def elided() -> Opaque:

@@ -11,16 +11,17 @@ from __future__ import annotations
 import pickle
 import struct
 
-from ckpt_browser.standins import MAX_INT_DIGITS, HugeInt, bounded_int, int_from_text
+from ckpt_browser import limits
+from ckpt_browser.standins import HugeInt, bounded_int, int_from_text
 
 _MEMO_INDEX = 2**63
 
 
 def _text_int(line: bytes):
     """int(line, 0) as pickle's INT and LONG read it, never converting more than
-    MAX_INT_DIGITS decimal digits."""
+    `LIMITS.int_digits` decimal digits."""
     body = line.strip()
-    if len(body) <= MAX_INT_DIGITS:
+    if len(body) <= limits.LIMITS.int_digits:
         return int(body, 0)
     digits = body.lstrip(b"+-")
     if digits[:2].lower() in (b"0x", b"0o", b"0b"):  # power-of-two bases have no digit limit

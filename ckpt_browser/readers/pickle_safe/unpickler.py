@@ -13,13 +13,12 @@ import pickle
 from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
 from typing import Any
 
+from ckpt_browser import limits
 from ckpt_browser.readers.pickle_safe.allowlist import TORCH_GLOBALS
 from ckpt_browser.readers.pickle_safe.checks import BadCall
 from ckpt_browser.readers.pickle_safe.containers import HASHED, Containers
 from ckpt_browser.readers.pickle_safe.numbers import Numbers
-from ckpt_browser.readers.pickle_safe.limits import (
-    MAX_GLOBALS, MAX_MEMO, MAX_NOTES, MAX_OPS, Limit, elided, short,
-)
+from ckpt_browser.readers.pickle_safe.limits import MAX_NOTES, Limit, elided, short
 from ckpt_browser.readers.pickle_safe.policy import is_data, is_stdlib, is_unsafe
 from ckpt_browser.readers.pickle_safe.torch_records import storage_ref
 from ckpt_browser.standins import Opaque, UnsafeCall
@@ -37,18 +36,21 @@ TAKES_CLASSES = frozenset({"copyreg._reconstructor", "copyreg.__newobj__", "copy
 
 class SafeUnpickler(Numbers, Containers, _P):
     """Restricted unpickler. `allow` maps dotted names to a dtype tag (a value global) or to a
-    recorder `fn(unpickler, args) -> object`. `storage_ids`: None, "zip" or "legacy"."""
+    recorder `fn(unpickler, args) -> object`. `storage_ids`: None, "zip" or "legacy".
+    `ops`: the field of `limits.Limits` that caps the opcodes run (DCP metadata has its own)."""
 
     dispatch = {**_P.dispatch, **Containers.dispatch, **Numbers.dispatch}
 
     def __init__(self, file, name: str, allow: dict | None = None, *,
-                 storage_ids: str | None = "zip", max_ops: int = MAX_OPS,
-                 max_memo: int = MAX_MEMO):
+                 storage_ids: str | None = "zip", ops: str = "pickle_ops"):
         super().__init__(file)
         self.name = name
         self.allow = TORCH_GLOBALS if allow is None else allow
         self.storage_ids = storage_ids
-        self.max_ops, self.max_memo = max_ops, max_memo
+        lim = limits.LIMITS  # read once: the loop and find_class check them often
+        self.ops_cap = ops
+        self.max_ops, self.max_memo = getattr(lim, ops), lim.pickle_memo
+        self.max_globals = lim.pickle_globals
         self.unsafe: dict[str, None] = {}
         # other globals: qualname -> "object" (rebuilt with a bare __new__) or "reference"
         self.imports: dict[str, str] = {}
@@ -69,7 +71,8 @@ class SafeUnpickler(Numbers, Containers, _P):
         self.metastack, self.stack = [], []
         self.append = self.stack.append
         self.proto = 0
-        read, get, memo, max_memo = self.read, self.dispatch.get, self.memo, self.max_memo
+        read, get, memo = self.read, self.dispatch.get, self.memo
+        max_ops, max_memo = self.max_ops, self.max_memo
         ops = 0
         try:
             while True:
@@ -82,12 +85,12 @@ class SafeUnpickler(Numbers, Containers, _P):
                         raise pickle.UnpicklingError(f"invalid opcode {key!r}")
                     op(self)
                 ops += 1024
-                if ops > self.max_ops:
-                    raise Limit(f"pickle runs more than {self.max_ops:,} opcodes "
-                                "(CKPT_BROWSER_MAX_PICKLE_OPS raises it)")
+                if ops > max_ops:
+                    raise Limit(f"pickle runs more than {max_ops:,} opcodes "
+                                f"({limits.env(self.ops_cap)} raises it)")
                 if len(memo) > max_memo:
                     raise Limit(f"pickle memo holds more than {max_memo:,} objects "
-                                "(CKPT_BROWSER_MAX_PICKLE_MEMO raises it)")
+                                f"({limits.env('pickle_memo')} raises it)")
         except pickle._Stop as stop:
             return stop.value
 
@@ -129,8 +132,8 @@ class SafeUnpickler(Numbers, Containers, _P):
             return UnsafeCall(qual)
         g = self._globals.get(qual)
         if g is None:
-            if len(self._globals) >= MAX_GLOBALS:
-                raise Limit(f"pickle names more than {MAX_GLOBALS:,} different globals")
+            if len(self._globals) >= self.max_globals:
+                raise Limit(f"pickle names more than {self.max_globals:,} different globals")
             g = self._globals[qual] = Opaque(qual)
             if spec is None and not is_data(qual):
                 self.imports[qual] = "reference"

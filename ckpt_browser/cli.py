@@ -351,9 +351,9 @@ def cmd_browse(args) -> int:
             note(f"reading {args.path[0]} and {args.path[1]} ...")
         a = _diff_side(_local(args.path[0], args), "A")
         b = _diff_side(_local(args.path[1], args), "B")
-        from ckpt_browser.tui.diff_app import DiffApp
+        from ckpt_browser.tui.app import make_diff_app
 
-        app = DiffApp(a, b, Options())
+        app = make_diff_app(a, b, Options())
         app.run()
         return app.return_code or ExitCode.OK
     folder = _local(args.path[0] if args.path else default_sample(), args)

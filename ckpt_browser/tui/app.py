@@ -1,374 +1,71 @@
-"""The browser app: layout and wiring. Widgets render; the worker reads headers."""
+"""The one App: the browse screen and the diff screen run in it, so a diff can be opened
+from the browser and closed back to it. The App owns what both share: the stylesheet, the
+command palette and the one handler for a worker that failed."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 
-from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.app import App, SystemCommand
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Tree
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
-from ckpt_browser.analysis.modules import build_modules
 from ckpt_browser.escape import printable
 from ckpt_browser.model import Layout
-from ckpt_browser.analysis.open import iter_tagged
-from ckpt_browser.readers import finish
-from ckpt_browser.tui.messages import (FilterReady, HeadersRead, LoadFinished, ModulesReady,
-                                       TrainingRead)
-from ckpt_browser.tui.screens.help import HelpScreen
-from ckpt_browser.tui.screens.problems import ProblemsScreen
-from ckpt_browser.tui.screens.resume import ResumeScreen
-from ckpt_browser.tui.screens.timeline import TimelineScreen
-from ckpt_browser.tui.state import BrowseState
-from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
-from ckpt_browser.tui.widgets.details import Details
-from ckpt_browser.tui.widgets.summary import Summary
+from ckpt_browser.tui.keys import BROWSE, DIFF, Key
 
 
-class BrowserApp(App[int]):
-    CSS_PATH = "app.tcss"
+class CkptApp(App[int]):
     TITLE = "ckpt-browser"
-    BINDINGS = [
-        Binding("slash", "filter", "Filter"),
-        Binding("escape", "cancel_or_clear", "Clear", show=False),
-        Binding("m", "toggle_view", "View"),
-        Binding("t", "training_view", "State"),
-        Binding("r", "resume", "Resume?"),
-        Binding("p", "problems", "Problems"),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
-        Binding("z", "quiz", "Quiz"),
-        Binding("v", "values", "Values"),  # after Quit (and Quiz): "q Quit" shows at 80 columns
-        Binding("c", "timeline", "Checkpoints"),  # last: at 80 columns "q Quit" must still show
-    ]
+    CSS_PATH = ["common.tcss", "browse/browse.tcss", "diff/diff.tcss"]
 
-    def __init__(self, layout: Layout, timeline: tuple[str, list] | None = None) -> None:
+    def __init__(self, first: Screen) -> None:
         super().__init__()
-        self.state = BrowseState(layout)
-        self.timeline = timeline  # (folder, entries) when opened on a folder of checkpoints
-        self._cancel = threading.Event()
+        self.first = first
+        self.title = first.TITLE or self.TITLE  # "ckpt-browser diff" when the diff runs alone
 
-    def compose(self) -> ComposeResult:
-        yield Summary(self.state, id="summary")
-        with Horizontal(id="main"):
-            yield CheckpointTree(self.state, id="tree")
-            yield Details(self.state, id="details")
-        yield Input(placeholder="filter names: substring or glob (Esc clears)", id="filter",
-                    select_on_focus=False)  # typed-ahead text must not get selected and replaced
-        yield Footer()
+    def get_default_screen(self) -> Screen:
+        return self.first
 
-    def on_mount(self) -> None:
-        self.query_one(Details).border_title = "details"
-        self._tree.focus()
-        self._start()
-        if self.timeline:
-            self.action_timeline()
-
-    def _start(self) -> None:
-        """Show the current state's skeleton and start reading it."""
-        self._set_mode("file")
-        self._summary.refresh_summary()
-        self.load_headers()  # the training state is read once the headers are in
-
-    def open_checkpoint(self, path: str) -> None:
-        """Switch to another checkpoint (from the timeline); stale workers are ignored."""
-        from ckpt_browser.errors import CheckpointError
-        from ckpt_browser.readers import open_layout
-
-        try:
-            layout = open_layout(path)
-        except CheckpointError as e:
-            self.notify(str(e), title="Cannot open", severity="error", timeout=10)
-            return
-        self._cancel.set()
-        self._cancel = threading.Event()
-        self.state = BrowseState(layout)
-        for widget in (self._tree, self._summary, self.query_one(Details)):
-            widget.state = self.state
-        self.query_one("#filter", Input).value = ""
-        self._start()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """"Checkpoints" is offered (footer, palette) only for a folder of checkpoints."""
-        return bool(self.timeline) if action == "timeline" else True
-
-    def action_timeline(self) -> None:
-        if not self.timeline:
-            self.notify("This is a single checkpoint, not a folder of them.", timeout=4)
-            return
-        folder, entries = self.timeline
-
-        def chosen(path: str | None) -> None:
-            if path and path != self.state.layout.path:
-                self.open_checkpoint(path)
-
-        self.push_screen(TimelineScreen(folder, entries), chosen)
-
-    def on_unmount(self) -> None:
-        self._cancel.set()
-
-    @property
-    def _tree(self) -> CheckpointTree:
-        return self.query_one(CheckpointTree)
-
-    @property
-    def _summary(self) -> Summary:
-        return self.query_one(Summary)
-
-    # -- loading: the worker computes, handlers mutate ---------------------------------
-    @work(thread=True, exclusive=True, exit_on_error=False, group="load")
-    def load_headers(self) -> None:
-        state, cancel = self.state, self._cancel
-        files = []
-        for batch in iter_tagged(state.layout, cancel):
-            files.extend(batch)
-            self.post_message(HeadersRead(state, batch))
-        if not cancel.is_set():
-            ckpt = finish(state.layout, files)
-            ckpt.totals  # noqa: B018 - add up here, off the UI thread
-            ckpt.component_totals  # noqa: B018
-            self.post_message(LoadFinished(state, ckpt))
-            self.post_message(ModulesReady(state, build_modules(ckpt.weights)))
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="training")
-    def load_training(self) -> None:
-        """Optimizer, scheduler, RNG ... read after the weights: a failure here leaves
-        the weights browsable."""
-        from ckpt_browser.analysis.components import training_state
-        from ckpt_browser.analysis.resume import report_from
-
-        state = self.state
-        training = training_state(state.checkpoint)
-        resume = report_from(state.checkpoint, training)
-        self.post_message(TrainingRead(state, training, resume))
-
-    @on(HeadersRead)
-    def _headers_read(self, message: HeadersRead) -> None:
-        if message.state is not self.state:
-            return
-        self.state.add(message.batch)
-        self._tree.refresh_shards([s.name for s in message.batch])
-        self._summary.refresh_summary()
-        self._refresh_details()
-
-    @on(LoadFinished)
-    def _load_finished(self, message: LoadFinished) -> None:
-        if message.state is not self.state:
-            return
-        self.state.checkpoint = message.checkpoint
-        self.load_training()
-        if self._tree.mode == "file":  # the module view waits for ModulesReady
-            self._tree.refresh_shards(self.state.layout.files)
-        self._summary.refresh_summary()
-        self._refresh_details()
-        self._report_errors()
-
-    def _report_errors(self) -> None:
-        errors = sum(p.severity == "error" for p in self.state.problems)
-        if errors > self.state.errors_told:  # the training state often repeats a file's error
-            self.state.errors_told = errors
-            self.notify(f"{errors} error(s) found: press p to list them", title="Damaged",
-                        severity="error", timeout=8)
-
-    @on(TrainingRead)
-    def _training_read(self, message: TrainingRead) -> None:
-        if message.state is not self.state:
-            return
-        self.state.training = message.training
-        self.state.resume = message.resume
-        if self._tree.mode == "state":
-            self._rebuild_tree()
-        if message.training.problems and self.state.loaded:
-            self._report_errors()
-        self._summary.refresh_summary()
-
-    @on(ModulesReady)
-    def _modules_ready(self, message: ModulesReady) -> None:
-        if message.state is not self.state:
-            return
-        self.state.modules = message.modules
-        if self._tree.mode == "module":
-            self._rebuild_tree()
-
-    @on(Worker.StateChanged)
-    def _worker_failed(self, event: Worker.StateChanged) -> None:
-        """A reader that raised (a bug, not a bad file): say so where "reading…" was, and
-        keep what was read browsable."""
-        if event.state != WorkerState.ERROR:
-            return
-        error = event.worker.error
+    def worker_failed(self, worker: Worker) -> None:
+        """Every failed worker ends here (a bug, not a bad file: those are findings): the
+        screen or panel that ran it repairs its view, and the message is shown in the app,
+        which keeps running."""
+        error = worker.error
         why = printable(f"{type(error).__name__}: {error}")[:300]
-        self.state.failed[event.worker.group] = why
-        self.notify(f"Reading stopped: {why}", title="Error", severity="error", timeout=15,
-                    markup=False)
-        if event.worker.group == "load":
-            self._tree.refresh_shards(self.state.layout.files)
-        if self._tree.mode == "state":
-            self._rebuild_tree()
-        self._summary.refresh_summary()
-
-    # -- selection ----------------------------------------------------------------------
-    @on(Tree.NodeHighlighted)
-    def _highlighted(self, event: Tree.NodeHighlighted) -> None:
-        self.query_one(Details).show(event.node.data)
-
-    def _rebuild_tree(self) -> None:
-        """Rebuild, then make the details follow the cursor's new node."""
-        tree = self._tree
-        tree.rebuild()
-        node = tree.cursor_node
-        self.query_one(Details).show(node.data if node is not None else None)
-
-    def _refresh_details(self) -> None:
-        details = self.query_one(Details)
-        details.show(details.ref)
-
-    # -- filter -------------------------------------------------------------------------
-    def action_filter(self) -> None:
-        self.screen.add_class("-filtering")
-        # Focus now, not via focus()'s call_later: keys typed right after "/" (say "q_proj")
-        # must reach the input, or "q" would quit the app.
-        self.screen.set_focus(self.query_one("#filter", Input))
-
-    @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        self.prepare_filter(event.value, self._tree.mode == "module")
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="filter")
-    def prepare_filter(self, pattern: str, modules: bool) -> None:
-        """Match 94,000 names (and build a module tree) off the UI thread, so typing
-        stays responsive; the newest pattern wins."""
-        self.state.prepare(pattern, modules)
-        self.post_message(FilterReady(pattern))
-
-    @on(FilterReady)
-    def _filter_ready(self, message: FilterReady) -> None:
-        if message.pattern != self.query_one("#filter", Input).value:
-            return  # typed on since; a newer worker is coming
-        self.state.pattern = message.pattern
-        self._rebuild_tree()
-        self._summary.refresh_summary()
-
-    @on(Input.Submitted, "#filter")
-    def _filter_done(self) -> None:
-        self._tree.focus()
-
-    def action_cancel_or_clear(self) -> None:
-        """Esc: stop a running values read first; otherwise clear the filter."""
-        if not self.query_one(Details).values.cancel():
-            self.action_clear_filter()
-
-    def action_clear_filter(self) -> None:
-        field = self.query_one("#filter", Input)
-        self.screen.remove_class("-filtering")
-        if field.value:
-            field.value = ""  # Input.Changed rebuilds the tree
-        self._tree.focus()
-
-    # -- views and screens --------------------------------------------------------------
-    def _set_mode(self, mode: str) -> None:
-        tree = self._tree
-        tree.mode = mode
-        tree.border_title = "training state" if mode == "state" else f"by {mode}"
-        self._rebuild_tree()
-
-    def action_toggle_view(self) -> None:
-        self._set_mode("module" if self._tree.mode == "file" else "file")
-
-    def action_training_view(self) -> None:
-        self._set_mode("file" if self._tree.mode == "state" else "state")
-
-    def action_values(self) -> None:
-        # The tree's cursor, not the details' node: keys typed ahead ("down", "v") can arrive
-        # before the details have heard of the move.
-        node = self._tree.cursor_node
-        self.query_one(Details).values.start(node.data if node is not None else None)
-
-    def action_cancel_values(self) -> None:
-        self.query_one(Details).values.cancel()
-
-    def action_resume(self) -> None:
-        report = self.state.resume
-        if report is None:
-            self.notify("Still reading the training state…", timeout=3)
-            return
-
-        def chosen(finding) -> None:
-            if finding is not None and finding.file:
-                tree = self._tree
-                if not tree.reveal_file(finding.file):
-                    self._set_mode("state")
-                    tree.reveal_file(finding.file)
-                tree.focus()
-
-        self.push_screen(ResumeScreen(report), chosen)
-
-    def action_problems(self) -> None:
-        self.push_screen(ProblemsScreen(self.state.problems))
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen())
-
-    def action_quiz(self) -> None:
-        from ckpt_browser.quiz.progress import load_progress
-        from ckpt_browser.tui.screens.quiz import QuizScreen
-
-        progress = load_progress()
-        if progress.note:
-            self.notify(progress.note, title="Quiz", severity="warning", timeout=8)
-        questions = self.quiz_questions()
-        if not questions:
-            return
-        self.push_screen(QuizScreen(questions, progress=progress))
-
-    def quiz_questions(self) -> list:
-        """The bank, plus questions about the open checkpoint once it is read."""
-        from ckpt_browser.errors import CheckpointError
-        from ckpt_browser.quiz.bank import load_bank
-        from ckpt_browser.quiz.generated import generate
-
-        try:
-            questions = load_bank()
-        except CheckpointError as e:
-            self.notify(str(e), title="Quiz bank", severity="error", timeout=8)
-            questions = []
-        state = self.state
-        if state.checkpoint is not None or state.training is not None:
-            questions += generate(state.checkpoint, state.training, state.resume, seed=None)
-        if not questions:
-            self.notify("No quiz questions: the bank is unreadable and the checkpoint "
-                        "is still being read.", title="Quiz", timeout=6)
-        return questions
+        recover = getattr(worker.node, "recover", None)
+        if recover is not None:
+            recover(worker, why)
+        title = getattr(worker.node, "failure_title", "Error")
+        self.notify(f"Stopped: {why}", title=title, severity="error", timeout=15, markup=False)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Switch view", "Tree by file or by module (m)", self.action_toggle_view)
-        yield SystemCommand("Training state", "Optimizer, scheduler, RNG, data, progress (t)",
-                            self.action_training_view)
-        yield SystemCommand("Filter names", "Substring or glob over tensor names (/)",
-                            self.action_filter)
-        yield SystemCommand("Clear filter", "Show every tensor again (Esc)", self.action_clear_filter)
-        yield SystemCommand("Values", "Min, max, mean, std, NaN/Inf and a histogram of the "
-                            "highlighted tensor; reads its bytes (v)", self.action_values)
-        if self.query_one(Details).values.running:
-            yield SystemCommand("Cancel values", "Stop reading the tensor's values (Esc)",
-                                self.action_cancel_values)
-        yield SystemCommand("Show problems", "Every problem found, by file (p)", self.action_problems)
-        yield SystemCommand("Resume check", "Verdict, components and findings (r)",
-                            self.action_resume)
-        yield SystemCommand("Help: keys", "What each key does (?)", self.action_help)
-        yield SystemCommand("Quiz", "Practise sharding and resumable training, in English or "
-                            "Vietnamese (z)", self.action_quiz)
-        if self.timeline:
-            yield SystemCommand("Checkpoints", "Pick another checkpoint of this folder (c)",
-                                self.action_timeline)
+        keys = {"BrowseScreen": BROWSE, "DiffScreen": DIFF}.get(type(screen).__name__, ())
+        yield from palette_commands(screen, keys)
 
 
-def make_app(layout: Layout, timeline: tuple[str, list] | None = None) -> BrowserApp:
-    """The one factory used by the CLI and by every test."""
-    return BrowserApp(layout, timeline)
+def palette_commands(screen: Screen, keys: Iterable[Key]) -> Iterable[SystemCommand]:
+    """The palette's entries: each key with a palette title, with its help and its key,
+    when the screen offers that action now."""
+    for k in keys:
+        if not k.palette or not k.action or k.action.startswith("app."):
+            continue
+        if screen.check_action(k.action, ()) is False:
+            continue
+        yield SystemCommand(k.palette, f"{k.help.replace('`', '')} ({k.shown})",
+                            getattr(screen, f"action_{k.action}"))
+
+
+def make_app(layout: Layout, timeline: tuple[str, list] | None = None) -> CkptApp:
+    """The browser on a checkpoint (and the folder of checkpoints it came from)."""
+    from ckpt_browser.tui.browse.screen import BrowseScreen
+
+    return CkptApp(BrowseScreen(layout, timeline))
+
+
+def make_diff_app(a, b, opts=None) -> CkptApp:
+    """`ckpt-browser A B`: the diff on its own."""
+    from ckpt_browser.tui.diff.screen import DiffScreen
+
+    return CkptApp(DiffScreen(a, b, opts))

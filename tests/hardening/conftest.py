@@ -261,8 +261,8 @@ def notes(app) -> list[str]:
 
 
 def cursor_key(app):
-    from ckpt_browser.tui.values_session import tensor_key
-    from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+    from ckpt_browser.tui.browse.values_session import tensor_key
+    from ckpt_browser.tui.browse.tree import CheckpointTree
 
     node = app.query_one(CheckpointTree).cursor_node
     return tensor_key(node.data if node is not None else None)
@@ -271,8 +271,8 @@ def cursor_key(app):
 async def to_first_tensor(app, pilot, limit: int = 300) -> bool:
     """Highlight the first tensor found breadth-first (shallow ones first: a Megatron file
     has a long `args` before its model), expanding nodes on the way as Right would."""
-    from ckpt_browser.tui.values_session import tensor_key
-    from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+    from ckpt_browser.tui.browse.values_session import tensor_key
+    from ckpt_browser.tui.browse.tree import CheckpointTree
 
     tree = app.query_one(CheckpointTree)
     level = list(tree.root.children)
@@ -295,12 +295,12 @@ async def walk_browser(app, pilot, texts: dict[str, str], help_too: bool = True)
     """Every screen of the browser, back to the main one each time: t, m, r, p, ? (unless
     not `help_too`), z (one answer), c (when a timeline is there: open the next checkpoint),
     v on a tensor. `texts` gets each screen's text by key."""
-    from ckpt_browser.tui.screens.quiz import QuizScreen
-    from ckpt_browser.tui.screens.timeline import TimelineScreen
-    from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+    from ckpt_browser.tui.common.quiz import QuizScreen
+    from ckpt_browser.tui.browse.timeline import TimelineScreen
+    from ckpt_browser.tui.browse.tree import CheckpointTree
 
     await settle(app, pilot)
-    if app.timeline:  # a folder of checkpoints opens with the list of them on top
+    if app.first.timeline:  # a folder of checkpoints opens with the list of them on top
         assert isinstance(app.screen, TimelineScreen), app.screen_stack
         texts["c-first"] = screen_text(app)
         await pilot.press("escape")
@@ -333,7 +333,7 @@ async def walk_browser(app, pilot, texts: dict[str, str], help_too: bool = True)
         await pilot.press("escape")
         await pilot.pause()
     assert len(app.screen_stack) == 1, app.screen_stack
-    if app.timeline:
+    if app.first.timeline:
         await pilot.press("c")
         await pilot.pause()
         texts["c"] = screen_text(app)
@@ -543,10 +543,10 @@ def root_ignores_permissions() -> bool:
 
 # -- the diff app: `ckpt-browser A B` ----------------------------------------------------------
 def open_diff(a: str, b: str):
-    from ckpt_browser.tui.diff_app import DiffApp
+    from ckpt_browser.tui.app import make_diff_app
     from ckpt_browser.values.diff import Options, open_side
 
-    return DiffApp(open_side(a), open_side(b), Options())
+    return make_diff_app(open_side(a), open_side(b), Options())
 
 
 async def walk_diff(app, pilot, texts: dict[str, str]) -> None:

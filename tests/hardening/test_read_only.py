@@ -102,13 +102,13 @@ def check_outcome(argv: list[str], code: int, out: str, err: str) -> list[str]:
 async def browser_session(path: str) -> list[str]:
     """The list of checkpoints (a folder of them: open the second newest), v on a tensor, m,
     t, v on a training-state tensor, r, p, z (one answer, saved on Esc), ?, c, q."""
-    from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+    from ckpt_browser.tui.browse.tree import CheckpointTree
 
     watch = Watch()
     app = open_browser(path)
     async with app.run_test(size=(80, 24), message_hook=watch) as pilot:
         await settle(app, pilot)
-        if app.timeline:  # the list of checkpoints is on top: take the next one
+        if app.first.timeline:  # the list of checkpoints is on top: take the next one
             await pilot.press("down", "enter")
             await settle(app, pilot)
         tree = app.query_one(CheckpointTree)
@@ -122,7 +122,7 @@ async def browser_session(path: str) -> list[str]:
             await pilot.press("v")
             await settle(app, pilot)
         await pilot.press("r", "escape", "p", "escape", "z", "1", "escape",
-                          "question_mark", "escape", *(("c", "escape") if app.timeline else ()))
+                          "question_mark", "escape", *(("c", "escape") if app.first.timeline else ()))
         await settle(app, pilot)  # nothing may still be reading when q is pressed
         alive(app)
         assert len(app.screen_stack) == 1, app.screen_stack

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+from ckpt_browser.tui.browse.tree import CheckpointTree
 from tests.hardening.conftest import (DAMAGED, SAMPLES, SIZES, UNOPENABLE, Watch, alive,
                                       notes, open_browser, open_diff, root_ignores_permissions,
                                       screen_text, settle, top_samples, walk_browser, walk_diff)
@@ -102,7 +102,7 @@ async def test_sample_at_every_size(name, isolated, monkeypatch):
     app = open_browser(name)
     async with app.run_test(size=(80, 24), message_hook=watch) as pilot:
         await settle(app, pilot)
-        if app.timeline:
+        if app.first.timeline:
             await pilot.press("escape")  # the list of checkpoints opens first
             await pilot.pause()
         texts["main"] = texts["t"] = screen_text(app)

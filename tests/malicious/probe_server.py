@@ -28,7 +28,7 @@ def _warm() -> None:
     os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
     import ckpt_browser.cli  # noqa: F401
     import ckpt_browser.readers  # noqa: F401
-    import ckpt_browser.tui.app  # noqa: F401
+    import ckpt_browser.tui.browse.screen  # noqa: F401
     import rich.console  # noqa: F401
     import textual.widgets  # noqa: F401
 

@@ -37,7 +37,7 @@ def plain(static) -> str:
 
 async def go_to(app, pilot, name: str):
     """Put the tree's cursor on the node of the file `name`; returns the node."""
-    from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+    from ckpt_browser.tui.browse.tree import CheckpointTree
 
     tree = app.query_one(CheckpointTree)
     node = next(n for n in tree.root.children if n.data.shard == name)

@@ -2,10 +2,10 @@
 
 from safetensors import safe_open
 
-from ckpt_browser.tui.screens.help import HelpScreen
-from ckpt_browser.tui.screens.problems import ProblemsScreen
-from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
-from ckpt_browser.tui.widgets.details import Details
+from ckpt_browser.tui.common.help import HelpScreen
+from ckpt_browser.tui.common.problems import ProblemsScreen
+from ckpt_browser.tui.browse.tree import CheckpointTree
+from ckpt_browser.tui.browse.details import Details
 from ckpt_browser.model import natural_key
 from tests.tui.conftest import SAMPLES, go_to, loaded, plain
 
@@ -71,7 +71,7 @@ async def test_details_show_tensor_dtype_shape_and_offsets(sample_app):
             assert list(sl.get_shape()) == list(t.shape)
         assert t.dtype in body and t.file in body
         assert f"{t.begin:,} - {t.end:,}" in body
-        shard = app.state.shards[t.file]
+        shard = app.first.model.shards[t.file]
         start = 8 + shard.header_bytes
         assert f"{start + t.begin:,} - {start + t.end:,}" in body
 
@@ -86,7 +86,7 @@ async def test_module_view_has_hierarchy_with_subtotals(sample_app):
         top = {n.data.module.name: n.data.module for n in tree.root.children}
         assert set(top) == {"lm_head", "model"}
         total = sum(m.totals.params for m in top.values())
-        assert total == app.state.checkpoint.totals.params
+        assert total == app.first.model.checkpoint.totals.params
         await pilot.press("down", "right")  # expand "model"
         model_node = tree.root.children[1]
         assert "layers" in [c.data.module.name for c in model_node.children

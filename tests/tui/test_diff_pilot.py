@@ -8,10 +8,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ckpt_browser.tui import diff_rows
-from ckpt_browser.tui.diff_app import DiffApp
-from ckpt_browser.tui.diff_table import DiffTable
-from ckpt_browser.tui.diff_view import DiffDetails, DiffSummary
+from ckpt_browser.tui.diff import rows as diff_rows
+from ckpt_browser.tui.app import CkptApp, make_diff_app
+from ckpt_browser.tui.diff.table import DiffTable
+from ckpt_browser.tui.diff.panes import DiffDetails, DiffSummary
 from ckpt_browser.values.diff import Options, Row, open_side
 from ckpt_browser.values.locate import TensorLoc
 from ckpt_browser.values.read import Cancelled
@@ -26,10 +26,10 @@ RELEASE = "tiny-llama-release"
 def diff_app(monkeypatch):
     """A diff app on two samples, opened by relative paths (no absolute path on screen)."""
 
-    def make(a: str, b: str, opts: Options | None = None) -> DiffApp:
+    def make(a: str, b: str, opts: Options | None = None) -> CkptApp:
         monkeypatch.chdir(SAMPLES)
         monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
-        return DiffApp(open_side(a), open_side(b), opts or Options())
+        return make_diff_app(open_side(a), open_side(b), opts or Options())
 
     return make
 
@@ -51,7 +51,7 @@ def mixed(tmp_path, monkeypatch):
         save_file(tensors, str(tmp_path / side / "model.safetensors"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
-    return lambda: DiffApp(open_side("a"), open_side("b"), Options(strip_b="model."))
+    return lambda: make_diff_app(open_side("a"), open_side("b"), Options(strip_b="model."))
 
 
 def summary(app) -> str:
@@ -122,8 +122,8 @@ async def test_values_all_differ_between_steps(diff_app):
     async with app.run_test(size=SIZE) as pilot:
         await loaded(app, pilot)
         await compare_all(app, pilot)
-        assert all(r.status == "values_changed" for r in app.result.rows)
-        assert all(r.status == "values_changed" for r in app.result.state_rows)
+        assert all(r.status == "values_changed" for r in app.first.result.rows)
+        assert all(r.status == "values_changed" for r in app.first.result.state_rows)
         text = summary(app)
         assert "weights 21: 21 values changed" in text
         assert "state tensors 64: 64 values changed" in text
@@ -137,8 +137,8 @@ async def test_release_has_the_same_weights_as_the_run(diff_app):
     async with app.run_test(size=SIZE) as pilot:
         await loaded(app, pilot)
         await compare_all(app, pilot)
-        assert {r.status for r in app.result.rows} == {"unchanged"}
-        assert all(r.values.bitwise_equal for r in app.result.rows)
+        assert {r.status for r in app.first.result.rows} == {"unchanged"}
+        assert all(r.values.bitwise_equal for r in app.first.result.rows)
         assert "weights 21: 21 same" in summary(app)
         assert "state tensors 64: 64 only in B" in summary(app)
         assert {diff_rows.label(r) for r in app.query_one(DiffTable).rows} == {"= same"}
@@ -153,7 +153,7 @@ async def test_compare_only_the_highlighted_row(diff_app):
         await loaded(app, pilot)
         await pilot.press("down", "c")
         await loaded(app, pilot)
-        compared = [r.name for r in app.result.rows if r.values is not None]
+        compared = [r.name for r in app.first.result.rows if r.values is not None]
         assert compared == ["model.embed_tokens.weight"]
         assert "weights 21: 1 values changed · 20 not compared" in summary(app)
         assert "values differ · max|diff|" in details(app)
@@ -169,10 +169,10 @@ async def test_sort_puts_the_largest_difference_first(diff_app):
         diffs = [r.values.max_abs_diff for r in table.rows]
         assert diffs == sorted(diffs, reverse=True)
         assert table.current.values.max_abs_diff == max(r.values.max_abs_diff
-                                                        for r in app.result.rows)
+                                                        for r in app.first.result.rows)
         assert "sort: max|diff| first" in table.border_title
         await pilot.press("s")
-        assert names(app) == [r.name for r in app.result.rows]
+        assert names(app) == [r.name for r in app.first.result.rows]
         assert "sort: name" in table.border_title
 
 
@@ -185,8 +185,8 @@ async def test_filter_cycles_through_the_statuses_present(mixed):
         seen = {}
         for _ in range(len(diff_rows.FILTERS)):
             await pilot.press("f")
-            seen[app.filter_key] = names(app)
-            if app.filter_key == "all":
+            seen[app.first.filter_key] = names(app)
+            if app.first.filter_key == "all":
                 break
         assert seen == {
             "changed": ["gone", "moved.big", "moved.small", "new", "reshaped", "retyped"],
@@ -235,7 +235,7 @@ async def test_unreadable_tensor_and_problems_do_not_crash(diff_app):
         assert "3 error(s), 0 warning(s) (p)" in summary(app)
         await compare_all(app, pilot)
         assert "weights 21: 9 only in A · 11 same · 1 unreadable" in summary(app)
-        while app.filter_key != "unreadable":
+        while app.first.filter_key != "unreadable":
             await pilot.press("f")
         text = details(app)
         assert text.startswith("model.layers.0.input_layernorm.weight  (values unreadable)")
@@ -291,13 +291,13 @@ async def test_escape_cancels_a_running_compare(diff_app, blocking_compare, monk
         await pilot.press("v")
         assert blocking_compare.wait(10)
         await pilot.pause()
-        assert app.comparing and app.query_one("#compare-bar").display
+        assert app.first.comparing and app.query_one("#compare-bar").display
         keys = {k.key: k for k in app.query(FooterKey)}
         assert "escape" in keys and "v" not in keys  # Cancel takes the place of Values
         assert keys["q"].region.right <= SIZE[0]
         await pilot.press("escape")
         await loaded(app, pilot)
-        assert app.is_running and not app.comparing
+        assert app.is_running and not app.first.comparing
         assert not app.query_one("#compare-bar").display
         assert notes[-1] == "Cancelled: 0 of 85 tensor(s) compared. v compares the rest."
         assert "weights 21: 21 not compared" in summary(app)
@@ -314,7 +314,7 @@ async def test_a_failing_compare_is_reported_not_raised(diff_app, monkeypatch):
     async with app.run_test(size=SIZE) as pilot:
         await loaded(app, pilot)
         await compare_all(app, pilot)
-        assert app.is_running and not app.comparing
+        assert app.is_running and not app.first.comparing
         assert notes[-1] == "disk on fire (0 of 85 tensor(s) compared)"
 
 
@@ -322,11 +322,11 @@ async def test_a_failing_load_is_shown_not_raised(diff_app, monkeypatch):
     def broken(*args):
         raise OSError("no such shard")
 
-    monkeypatch.setattr("ckpt_browser.tui.diff_app.load_diff", broken)
+    monkeypatch.setattr("ckpt_browser.tui.diff.screen.load_diff", broken)
     app = diff_app(RUN3, RUN6)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(app, pilot)
-        assert "could not pair the tensor names: no such shard" in summary(app)
+        assert "could not pair the tensor names: OSError: no such shard" in summary(app)
         await pilot.press("v", "f", "s", "t", "c")  # nothing to act on: no crash
         await pilot.pause()
         assert app.is_running and app.query_one(DiffTable).rows == []

@@ -1,6 +1,6 @@
 """How the diff screen looks at 80x24, the size of a small SSH window."""
 
-from ckpt_browser.tui.diff_app import DiffApp
+from ckpt_browser.tui.app import make_diff_app
 from ckpt_browser.values.diff import Options, open_side
 from tests.tui.conftest import SAMPLES, loaded
 
@@ -18,6 +18,6 @@ async def _compare_then_sort(pilot):
 def test_diff_values_sorted_80x24(snap_compare, monkeypatch):
     monkeypatch.chdir(SAMPLES)  # relative paths: no absolute path on screen
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
-    app = DiffApp(open_side("tiny-llama-run/checkpoint-3"),
+    app = make_diff_app(open_side("tiny-llama-run/checkpoint-3"),
                   open_side("tiny-llama-run/checkpoint-6"), Options())
     assert snap_compare(app, terminal_size=(80, 24), run_before=_compare_then_sort)

@@ -5,8 +5,8 @@ import os
 from ckpt_browser.readers import open_layout
 from ckpt_browser.report.resume import resume_text
 from ckpt_browser.tui.app import make_app
-from ckpt_browser.tui.screens.resume import ResumeScreen
-from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+from ckpt_browser.tui.browse.resume import ResumeScreen
+from ckpt_browser.tui.browse.tree import CheckpointTree
 from tests.tui.conftest import SAMPLES, loaded, plain
 
 

@@ -6,8 +6,8 @@ import os
 from ckpt_browser.readers import open_layout
 from ckpt_browser.readers.checkpoints import find_checkpoints
 from ckpt_browser.tui.app import make_app
-from ckpt_browser.tui.screens.timeline import TimelineScreen
-from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
+from ckpt_browser.tui.browse.timeline import TimelineScreen
+from ckpt_browser.tui.browse.tree import CheckpointTree
 from tests.tui.conftest import SAMPLES, loaded, plain
 
 
@@ -112,12 +112,12 @@ async def test_timeline_opens_newest_and_switches_checkpoint(monkeypatch):
         await pilot.press("down", "down", "enter")  # the oldest: checkpoint-2
         await loaded(app, pilot)
         assert not isinstance(app.screen, TimelineScreen)
-        assert app.state.layout.path.endswith("checkpoint-2")
-        assert app.state.training is not None and app.state.training.step == 2
+        assert app.first.model.layout.path.endswith("checkpoint-2")
+        assert app.first.model.training is not None and app.first.model.training.step == 2
         await pilot.press("c")
         assert isinstance(app.screen, TimelineScreen)
         await pilot.press("escape")
-        assert app.state.layout.path.endswith("checkpoint-2")
+        assert app.first.model.layout.path.endswith("checkpoint-2")
 
 
 async def open_optimizer_state(pilot, app):

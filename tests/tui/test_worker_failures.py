@@ -4,12 +4,12 @@ and the app stays browsable: never an endless "reading…"."""
 from __future__ import annotations
 
 import ckpt_browser.analysis.components as components
-import ckpt_browser.tui.app as browser_app
-import ckpt_browser.tui.diff_app as diff_app_module
-from ckpt_browser.tui.diff_app import DiffApp
-from ckpt_browser.tui.diff_view import DiffSummary
-from ckpt_browser.tui.widgets.ckpt_tree import CheckpointTree
-from ckpt_browser.tui.widgets.summary import Summary
+import ckpt_browser.tui.browse.screen as browser_app
+import ckpt_browser.tui.diff.screen as diff_app_module
+from ckpt_browser.tui.app import make_diff_app
+from ckpt_browser.tui.diff.panes import DiffSummary
+from ckpt_browser.tui.browse.tree import CheckpointTree
+from ckpt_browser.tui.browse.summary import Summary
 from ckpt_browser.values.diff import Options, open_side
 from textual.worker import WorkerFailed
 
@@ -78,10 +78,10 @@ async def test_diff_pairing_failing_is_shown(monkeypatch):
     monkeypatch.chdir(SAMPLES)
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
     monkeypatch.setattr(diff_app_module, "load_diff", boom)
-    app = DiffApp(open_side("tiny-llama-run/checkpoint-3"),
-                  open_side("tiny-llama-run/checkpoint-6"), Options())
+    app = make_diff_app(open_side("tiny-llama-run/checkpoint-3"),
+                        open_side("tiny-llama-run/checkpoint-6"), Options())
     async with app.run_test(size=(80, 24)) as pilot:
         await until(app, pilot, lambda: "could not" in plain(app.query_one(DiffSummary)))
-        assert "could not pair the tensor names: boom [not markup" in \
+        assert "could not pair the tensor names: RuntimeError: boom [not markup" in \
             plain(app.query_one(DiffSummary))
         assert app.is_running

@@ -44,7 +44,7 @@ def test_core_and_inspect_import_no_textual_torch_or_safetensors(tmp_path):
 
 def test_the_check_can_fail():
     """Guard against a vacuous check: importing the TUI does pull Textual in."""
-    script = ("import sys, ckpt_browser.tui.app; "
+    script = ("import sys, ckpt_browser.tui.browse.screen; "
               "print('textual' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr

@@ -101,7 +101,7 @@ def test_every_module_is_in_a_layer():
 
 
 @pytest.mark.parametrize("source, expected", [
-    ("from ckpt_browser.tui.app import BrowserApp\n", "imports ckpt_browser.tui.app (tui)"),
+    ("from ckpt_browser.tui.app import CkptApp\n", "imports ckpt_browser.tui.app (tui)"),
     ("def later():\n    from ..analysis import open\n", "imports ckpt_browser.analysis (analysis)"),
     ("from ckpt_browser import cli\n", "imports ckpt_browser.cli (cli)"),
     ("import torch\n", "imports torch"),

@@ -8,19 +8,19 @@ from textual.binding import Binding
 from textual.widgets import Input, Tree
 
 from ckpt_browser.analysis.modules import ModuleNode
-from ckpt_browser.tui.labels import module_label, shard_label, tensor_label
-from ckpt_browser.tui import state_view
-from ckpt_browser.tui.refs import Ref
-from ckpt_browser.tui.state import BrowseState
+from ckpt_browser.tui.browse.labels import module_label, shard_label, tensor_label
+from ckpt_browser.tui.browse import training_tree
+from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.tui.browse.model import BrowseModel
 
 
 class CheckpointTree(Tree[Ref]):
     BINDINGS = [Binding("right", "expand_node", "Expand", show=False),
                 Binding("left", "collapse_node", "Collapse", show=False)]
 
-    def __init__(self, state: BrowseState, **kwargs) -> None:
+    def __init__(self, state: BrowseModel, **kwargs) -> None:
         super().__init__("checkpoint", data=Ref("root"), **kwargs)
-        self.state = state
+        self.model = state
         self.mode = "file"
         self.show_root = False
         self.guide_depth = 2
@@ -31,29 +31,29 @@ class CheckpointTree(Tree[Ref]):
         self.clear()
         self._shard_nodes = {}
         if self.mode == "file":
-            for name in self.state.layout.files:
-                if not self.state.pattern or self.state.tensors_of(name):
+            for name in self.model.layout.files:
+                if not self.model.pattern or self.model.tensors_of(name):
                     self._shard_nodes[name] = self.root.add(self._shard_text(name),
                                                             data=Ref("shard", name))
         elif self.mode == "module":
-            self._add_module_children(self.root, self.state.module_tree())
-        elif self.state.training is None:
-            failure = self.state.training_failure
+            self._add_module_children(self.root, self.model.module_tree())
+        elif self.model.training is None:
+            failure = self.model.training_failure
             text = Text(f"the training state could not be read: {failure}", style="red") \
                 if failure else Text("reading the training state…", style="dim")
             self.root.add_leaf(text, data=Ref("more"))
         else:
-            self._add_items(self.root, state_view.component_items(self.state.training))
+            self._add_items(self.root, training_tree.component_items(self.model.training))
         self.root.expand()
         self.cursor_line = 0
 
     def _shard_text(self, name: str):
-        shard = self.state.shards.get(name)
-        shown = len(self.state.tensors_of(name)) if self.state.pattern else None
+        shard = self.model.shards.get(name)
+        shown = len(self.model.tensors_of(name)) if self.model.pattern else None
         if shard is None:
-            return shard_label(name, self.state.shard_state(name), 0, None, shown)
+            return shard_label(name, self.model.shard_state(name), 0, None, shown)
         nbytes = shard.totals.bytes if shard.tensors else shard.size
-        return shard_label(name, self.state.shard_state(name), len(shard.tensors), nbytes,
+        return shard_label(name, self.model.shard_state(name), len(shard.tensors), nbytes,
                            shown, shard.format)
 
     def refresh_shards(self, names) -> None:
@@ -64,8 +64,8 @@ class CheckpointTree(Tree[Ref]):
             if node is None:
                 continue
             node.set_label(self._shard_text(name))
-            shard = self.state.shards.get(name)
-            if shard is not None and not shard.tensors and not self.state.tensors_of(name):
+            shard = self.model.shards.get(name)
+            if shard is not None and not shard.tensors and not self.model.tensors_of(name):
                 node.allow_expand = False
             if node.is_expanded:
                 node.remove_children()
@@ -86,11 +86,11 @@ class CheckpointTree(Tree[Ref]):
 
     def _fill(self, node) -> None:
         ref = node.data
-        if self.mode == "state" and self.state.training is not None:
-            self._add_items(node, state_view.children(self.state.training, ref,
-                                                      self.state.pattern))
+        if self.mode == "state" and self.model.training is not None:
+            self._add_items(node, training_tree.children(self.model.training, ref,
+                                                      self.model.pattern))
         elif ref.kind == "shard":
-            for t in self.state.tensors_of(ref.shard):
+            for t in self.model.tensors_of(ref.shard):
                 node.add_leaf(tensor_label(t), data=Ref("tensor", ref.shard, t))
         elif ref.kind == "module":
             self._add_module_children(node, ref.module)
@@ -115,7 +115,7 @@ class CheckpointTree(Tree[Ref]):
         Open the filter here, in order, and pass the keys behind "/" on to it."""
         focused = self.screen.focused
         if focused is self and event.key == "slash":
-            self.app.action_filter()
+            self.screen.action_filter()
         elif isinstance(focused, Input) and event.is_printable:
             focused.insert_text_at_cursor(event.character)
         else:
@@ -137,8 +137,8 @@ class CheckpointTree(Tree[Ref]):
             self._ensure_children(comp)
             comp.expand()
             target = next((n for n in comp.children
-                           if name in (state_view.file_name(n.data.file), n.data.file)
-                           or state_view.holds(n.data.file, name)), comp)
+                           if name in (training_tree.file_name(n.data.file), n.data.file)
+                           or training_tree.holds(n.data.file, name)), comp)
             self._move_when_laid_out(target)
             return True
         return False

@@ -9,13 +9,13 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ckpt_browser.model import ResumeReport
+from ckpt_browser.model import Finding, ResumeReport
 from ckpt_browser.escape import printable
 from ckpt_browser.report.resume import verdict_line
+from ckpt_browser.tui.common.modals import CloseableModal
 from ckpt_browser.report.words import GOOD_STATUSES, SEVERITY_STYLE, VERDICT_STYLE, status_word
 
 
@@ -42,10 +42,10 @@ def finding_text(f) -> Text:
                          (f"{f.component:<10}", "bold"), printable(where + f.message))
 
 
-class ResumeScreen(ModalScreen[object]):
+class ResumeScreen(CloseableModal[Finding | None]):
     """Returns the chosen Finding through dismiss(), or None."""
 
-    BINDINGS = [("escape", "dismiss_none", "Close"), ("r", "dismiss_none", "Close")]
+    also_closes = ("r",)
 
     def __init__(self, report: ResumeReport) -> None:
         super().__init__()
@@ -72,6 +72,3 @@ class ResumeScreen(ModalScreen[object]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.report.findings[int(event.option.id)])
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)

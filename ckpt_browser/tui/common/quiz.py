@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from ckpt_browser.tui.common.modals import CloseableModal
 from textual.widgets import Static
 
 from ckpt_browser.quiz.progress import Progress, save_progress
@@ -23,14 +23,12 @@ HINT = {"en": "1-4 or a-d answer · Enter next · l tiếng Việt · Esc close"
         "vi": "1-4 hoặc a-d trả lời · Enter tiếp · l English · Esc đóng"}
 
 
-class QuizScreen(ModalScreen[None]):
+class QuizScreen(CloseableModal[None]):
     BINDINGS = [
         *(Binding(k, f"answer({i})", show=False) for i, k in enumerate("1234")),
         *(Binding(k, f"answer({i})", show=False) for i, k in enumerate(LETTERS)),
         Binding("enter", "next", "Next", show=False),
         Binding("l", "switch_lang", "Language", show=False),
-        Binding("escape", "close", "Close", show=False),
-        Binding("q", "close", "Close", show=False),  # q must not quit the app from here
     ]
 
     def __init__(self, questions, *, count: int = COUNT, seed: int | None = None,

@@ -6,13 +6,15 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from ckpt_browser.values.diff import DiffResult
+from ckpt_browser.values.diff import DiffResult, Side
 
 
 @dataclass
 class DiffLoaded(Message):
-    """Names paired, statuses set, the training state compared."""
+    """Both sides opened, names paired, statuses set, the training state compared."""
 
+    a: Side
+    b: Side
     result: DiffResult
 
 

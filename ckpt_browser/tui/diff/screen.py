@@ -13,47 +13,39 @@ from collections.abc import Iterable
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Label, ProgressBar
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
 from ckpt_browser.escape import printable
-from ckpt_browser.tui import diff_rows
-from ckpt_browser.tui.diff_messages import CompareDone, CompareProgress, DiffLoaded
-from ckpt_browser.tui.diff_screens import DiffHelpScreen, TextScreen, problems_body, state_body
-from ckpt_browser.tui.diff_table import DiffTable
-from ckpt_browser.tui.diff_view import DiffDetails, DiffSummary
-from ckpt_browser.tui.diff_work import CompareJob, load_diff, pending, restate
+from ckpt_browser.tui.diff import rows as diff_rows
+from ckpt_browser.tui.diff.messages import CompareDone, CompareProgress, DiffLoaded
+from ckpt_browser.tui.diff.windows import DiffHelpScreen, TextScreen, problems_body, state_body
+from ckpt_browser.tui.diff.table import DiffTable
+from ckpt_browser.tui.diff.panes import DiffDetails, DiffSummary
+from ckpt_browser.tui.diff.jobs import CompareJob, load_diff, pending, restate
+from ckpt_browser.tui.common.workers import ForwardsWorkerErrors
+from ckpt_browser.tui.keys import DIFF, bindings
 from ckpt_browser.values.diff import DiffResult, Options, Row, Side
 
 PROGRESS_EVERY = 0.1  # seconds between progress messages from the compare worker
 SUMMARY_EVERY = 1.0  # seconds between recounts of the statuses while comparing
 
 
-class DiffApp(App[int]):
-    CSS_PATH = "diff.tcss"
+class DiffScreen(ForwardsWorkerErrors, Screen):
     TITLE = "ckpt-browser diff"
-    BINDINGS = [  # footer order; at 80 columns "q Quit" must still show
-        Binding("v", "values", "Values"),
-        Binding("escape", "cancel", "Cancel"),  # takes v's place while comparing
-        Binding("f", "cycle_filter", "Filter"),
-        Binding("s", "toggle_sort", "Sort"),
-        Binding("t", "toggle_set", "State"),
-        Binding("p", "problems", "Problems"),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
-        Binding("c", "compare_row", "Compare row", show=False),
-        Binding("i", "state_info", "Training state", show=False),
-    ]
+    BINDINGS = bindings(DIFF)  # footer order; at 80 columns "q Quit" must still show
     comparing: reactive[bool] = reactive(False, init=False)
 
-    def __init__(self, a: Side, b: Side, opts: Options | None = None) -> None:
+    def __init__(self, a: Side | str, b: Side | str, opts: Options | None = None) -> None:
+        """`a` and `b` are opened sides (the CLI opens them before taking the screen) or
+        paths, opened here in the background (a diff started from the browser)."""
         super().__init__()
-        self.a, self.b = a, b
+        self._opened = isinstance(a, Side) and isinstance(b, Side)
+        self.a, self.b = (x if isinstance(x, Side) else Side(x, None, None, []) for x in (a, b))
         self.opts = opts or Options()
         self.result: DiffResult | None = None
         self.showing = "weights"  # or "state": which rows the table lists
@@ -95,10 +87,16 @@ class DiffApp(App[int]):
     # -- loading -------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="load")
     def load(self) -> None:
-        self.post_message(DiffLoaded(load_diff(self.a, self.b, self.opts)))
+        from ckpt_browser.values.diff import open_side
+
+        a, b = self.a, self.b
+        if not self._opened:  # names paired only once both are read
+            a, b = open_side(a.path), open_side(b.path)
+        self.post_message(DiffLoaded(a, b, load_diff(a, b, self.opts)))
 
     @on(DiffLoaded)
     def _loaded(self, message: DiffLoaded) -> None:
+        self.a, self.b = message.a, message.b
         self.result = message.result
         self._table.loading = False
         self._refresh_view()
@@ -108,16 +106,19 @@ class DiffApp(App[int]):
         if self.opts.values:
             self.action_values()
 
-    @on(Worker.StateChanged)
-    def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.state == WorkerState.ERROR:
-            self._table.loading = False
-            self.comparing = False
-            self.notify(f"Stopped: {event.worker.error}", title="Error", severity="error",
-                        timeout=15, markup=False)  # an error's text is not markup
-            if self.result is None:
-                self._load_error = str(event.worker.error)
-                self._refresh_summary()
+    def recover(self, worker: Worker, why: str) -> None:
+        self._table.loading = False
+        self.comparing = False
+        if self.result is None:
+            self._load_error = why
+            self._refresh_summary()
+
+    def action_close(self) -> None:
+        """q: back to the browser when opened from it, else quit."""
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
+        else:
+            self.app.exit()
 
     # -- the table -----------------------------------------------------------------------
     def _rows(self) -> list[Row]:
@@ -290,32 +291,11 @@ class DiffApp(App[int]):
     # -- windows -------------------------------------------------------------------------
     def action_problems(self) -> None:
         notes = self.result.notes if self.result else []
-        self.push_screen(TextScreen("Problems and notes", problems_body(self.a, self.b, notes)))
+        self.app.push_screen(TextScreen("Problems and notes", problems_body(self.a, self.b, notes)))
 
     def action_state_info(self) -> None:
         state = self.result.state if self.result else {}
-        self.push_screen(TextScreen("Training state: A -> B", state_body(state)))
+        self.app.push_screen(TextScreen("Training state: A -> B", state_body(state)))
 
     def action_help(self) -> None:
-        self.push_screen(DiffHelpScreen())
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Compare values", "Read and compare every tensor both sides have (v)",
-                            self.action_values)
-        yield SystemCommand("Compare this tensor", "Values of the highlighted row only (c)",
-                            self.action_compare_row)
-        if self.comparing:
-            yield SystemCommand("Cancel comparison", "Stop reading values (Esc)",
-                                self.action_cancel)
-        yield SystemCommand("Filter by status", "All, changed, then each status (f)",
-                            self.action_cycle_filter)
-        yield SystemCommand("Sort", "By name or largest max|diff| first (s)",
-                            self.action_toggle_sort)
-        yield SystemCommand("Weights / state tensors", "Switch the table's tensors (t)",
-                            self.action_toggle_set)
-        yield SystemCommand("Training state", "Step, epoch, lr, components, flags (i)",
-                            self.action_state_info)
-        yield SystemCommand("Show problems", "Problems of A and B, notes (p)",
-                            self.action_problems)
-        yield SystemCommand("Help: keys", "What each key and status means (?)", self.action_help)
+        self.app.push_screen(DiffHelpScreen())

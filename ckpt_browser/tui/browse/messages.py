@@ -1,4 +1,5 @@
-"""Messages from the loading worker to the app (small dataclasses)."""
+"""Messages from the browse screen's workers (small dataclasses). `load` is the BrowseModel
+of the checkpoint they were read for: a newer checkpoint may be open when they arrive."""
 
 from __future__ import annotations
 
@@ -7,31 +8,28 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from ckpt_browser.analysis.modules import ModuleNode
-from ckpt_browser.model import Checkpoint, ResumeReport, FileInfo, TrainingState
-from ckpt_browser.tui.state import BrowseState
+from ckpt_browser.model import Checkpoint, FileInfo, ResumeReport, TrainingState
+from ckpt_browser.tui.common.workers import ForLoad
 
 
 @dataclass
-class HeadersRead(Message):
+class HeadersRead(ForLoad):
     """A batch of shard headers has been read."""
 
-    state: BrowseState  # which load this belongs to: a newer checkpoint may be open
     batch: list[FileInfo]
 
 
 @dataclass
-class LoadFinished(Message):
+class LoadFinished(ForLoad):
     """Every header is read and the cross-checks have run."""
 
-    state: BrowseState
     checkpoint: Checkpoint
 
 
 @dataclass
-class ModulesReady(Message):
+class ModulesReady(ForLoad):
     """The whole module tree, built after loading so the module view opens at once."""
 
-    state: BrowseState
     modules: ModuleNode
 
 
@@ -43,9 +41,8 @@ class FilterReady(Message):
 
 
 @dataclass
-class TrainingRead(Message):
+class TrainingRead(ForLoad):
     """The training state (optimizer, scheduler, RNG ...) has been read."""
 
-    state: BrowseState
     training: TrainingState
     resume: ResumeReport | None

@@ -7,11 +7,11 @@ import time
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ckpt_browser.escape import printable
+from ckpt_browser.tui.common.modals import CloseableModal
 
 
 def entry_text(e) -> Text:
@@ -21,20 +21,24 @@ def entry_text(e) -> Text:
                          (f"  {e.format}", "dim"))
 
 
-class TimelineScreen(ModalScreen[str | None]):
-    """Returns the chosen checkpoint's path through dismiss()."""
+class TimelineScreen(CloseableModal[tuple[str, str] | None]):
+    """Returns ("open" or "diff", the chosen checkpoint's path) through dismiss(), or None."""
 
-    BINDINGS = [("escape", "dismiss_none", "Close")]
+    also_closes = ("c",)
+    BINDINGS = [("d", "diff", "Diff against this")]
 
-    def __init__(self, folder: str, entries) -> None:
+    def __init__(self, folder: str, entries, compare: bool = False) -> None:
         super().__init__()
         self.folder = folder
         self.entries = entries
+        self.compare = compare  # Enter diffs rather than opens
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timeline-box", classes="modal-box"):
+            what = "Enter diffs one against the open checkpoint" if self.compare else \
+                "Enter opens one, d diffs it against the open one"
             yield Static(Text(f"{len(self.entries)} checkpoints in {printable(self.folder)}, "
-                              "newest first: Enter opens one", style="bold"))
+                              f"newest first: {what}", style="bold"))
             yield OptionList(*[Option(entry_text(e), id=str(i))
                                for i, e in enumerate(self.entries)], id="timeline-list")
 
@@ -42,7 +46,9 @@ class TimelineScreen(ModalScreen[str | None]):
         self.query_one(OptionList).focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.entries[int(event.option.id)].path)
+        self.dismiss(("diff" if self.compare else "open", self.entries[int(event.option.id)].path))
 
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
+    def action_diff(self) -> None:
+        index = self.query_one(OptionList).highlighted
+        if index is not None:
+            self.dismiss(("diff", self.entries[index].path))

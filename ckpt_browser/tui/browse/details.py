@@ -12,10 +12,10 @@ from ckpt_browser.model import Totals
 from ckpt_browser.readers.safetensors import MAGIC_LEN
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import SEVERITY_STYLE, count, size
-from ckpt_browser.tui.state import BrowseState
-from ckpt_browser.tui.refs import Ref
-from ckpt_browser.tui.state_details import STATE_KINDS, state_details
-from ckpt_browser.tui.widgets.values import ValuesPanel
+from ckpt_browser.tui.browse.model import BrowseModel
+from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.tui.browse.training_details import STATE_KINDS, state_details
+from ckpt_browser.tui.browse.values_panel import ValuesPanel
 
 
 def _kv(rows) -> Table:
@@ -44,7 +44,7 @@ def _problems(problems) -> Text:
     return text
 
 
-def render(state: BrowseState, ref: Ref | None):
+def render(state: BrowseModel, ref: Ref | None):
     if ref is None or ref.kind == "root":
         return Text("Highlight a node to see its details.")
     if ref.kind == "tensor":
@@ -61,7 +61,7 @@ def render(state: BrowseState, ref: Ref | None):
                  Text(""), Text("by dtype", style="bold"), _by_dtype(m.totals))
 
 
-def _tensor(state: BrowseState, ref: Ref):
+def _tensor(state: BrowseModel, ref: Ref):
     t = ref.tensor
     if isinstance(t, str):
         shard = state.shards.get(ref.shard)
@@ -94,7 +94,7 @@ def _tensor(state: BrowseState, ref: Ref):
     return Group(Text(printable(t.name), style="bold"), _kv(rows))
 
 
-def _shard(state: BrowseState, name: str):
+def _shard(state: BrowseModel, name: str):
     shard = state.shards.get(name)
     if shard is None:
         return Group(Text(printable(name), style="bold"), Text("Reading the file…"))
@@ -125,9 +125,9 @@ def _shard(state: BrowseState, name: str):
 
 
 class Details(VerticalScroll, can_focus=True):
-    def __init__(self, state: BrowseState, **kwargs) -> None:
+    def __init__(self, state: BrowseModel, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.state = state
+        self.model = state
         self.ref: Ref | None = None
 
     def compose(self):
@@ -140,5 +140,5 @@ class Details(VerticalScroll, can_focus=True):
 
     def show(self, ref: Ref | None) -> None:
         self.ref = ref
-        self.query_one("#details-body", Static).update(render(self.state, ref))
-        self.values.show(self.state, ref)
+        self.query_one("#details-body", Static).update(render(self.model, ref))
+        self.values.show(self.model, ref)

@@ -15,7 +15,7 @@ from ckpt_browser.model import (ERROR, Checkpoint, Layout, FileInfo, TensorInfo,
 
 
 @dataclass
-class BrowseState:
+class BrowseModel:
     layout: Layout
     shards: dict[str, FileInfo] = field(default_factory=dict)  # every file read so far, by name
     checkpoint: Checkpoint | None = None  # set once every file is read

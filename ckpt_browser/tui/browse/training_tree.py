@@ -18,7 +18,7 @@ from ckpt_browser.standins import (DcpCheckpoint, DcpEntry, NumpyArray, Opaque, 
                                            TensorRef, UnsafeCall)
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import STATUS_STYLE, size, status_word
-from ckpt_browser.tui.refs import Ref
+from ckpt_browser.tui.browse.refs import Ref
 
 MAX_CHILDREN = 500  # a 625-int RNG tuple or a 10,000-entry params list stays one screenful
 

@@ -1,7 +1,7 @@
 """How a tensor's values look under its details: the statistics as a key/value grid and a
 histogram of block characters, readable without colour.
 
-Plain Python (Rich, no Textual), like state_details.py.
+Plain Python (Rich, no Textual), like training_details.py.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from textual.strip import Strip
 
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import short_number
-from ckpt_browser.tui import diff_rows
+from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.values.diff import Row
 
 STATUS_W, DIFF_W, SPEC_MIN, SPEC_MAX = 8, 9, 13, 20

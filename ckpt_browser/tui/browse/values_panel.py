@@ -1,5 +1,5 @@
 """`v`: a tensor's values, under its details. A worker reads the bytes in blocks and reports
-progress; handlers show a progress bar, then the statistics (values_details.py draws them).
+progress; handlers show a progress bar, then the statistics (values_render.py draws them).
 Results stay for the session; Esc cancels a running read."""
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ from textual import on, work
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import ProgressBar, Static
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import count
-from ckpt_browser.tui.refs import Ref
-from ckpt_browser.tui.state import BrowseState
-from ckpt_browser.tui.values_details import render_stats
-from ckpt_browser.tui.values_session import (StatsJob, ValuesSession, not_a_tensor,
+from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.tui.common.workers import ForwardsWorkerErrors
+from ckpt_browser.tui.browse.model import BrowseModel
+from ckpt_browser.tui.browse.values_render import render_stats
+from ckpt_browser.tui.browse.values_session import (StatsJob, ValuesSession, not_a_tensor,
                                              tensor_key)
 
 PROGRESS_EVERY = 0.1  # seconds between progress messages: at most ~10 a second
@@ -54,7 +55,7 @@ class StatsCancelled(Message):
 
 
 # -- the panel -----------------------------------------------------------------------------
-class ValuesPanel(Vertical):
+class ValuesPanel(ForwardsWorkerErrors, Vertical):
     """Lives in the details pane, under the highlighted node's details."""
 
     def __init__(self, **kwargs) -> None:
@@ -73,9 +74,9 @@ class ValuesPanel(Vertical):
         if self.session is not None and self.session.job is not None:
             self.session.job.cancel.set()  # quitting mid-read: the worker stops at its next block
 
-    def show(self, state: BrowseState, ref: Ref | None) -> None:
+    def show(self, state: BrowseModel, ref: Ref | None) -> None:
         """The details pane shows `ref` now (of `state`: another checkpoint starts afresh)."""
-        if self.session is None or self.session.state is not state:
+        if self.session is None or self.session.model is not state:
             self.cancel()
             self.session = ValuesSession(state)
         if tensor_key(ref) != tensor_key(self.ref):
@@ -187,12 +188,13 @@ class ValuesPanel(Vertical):
         if self._current(message.job):
             self._fail(message.job, message.error)
 
-    @on(Worker.StateChanged)
-    def _worker_failed(self, event: Worker.StateChanged) -> None:
-        """A bug, not an unreadable file: still a message, and the app keeps running."""
+    failure_title = "Cannot read values"
+
+    def recover(self, worker: Worker, why: str) -> None:
+        """A bug, not an unreadable file: the App says so; the panel ends the job."""
         job = self.session.job if self.session is not None else None
-        if event.state == WorkerState.ERROR and event.worker is self._worker and job is not None:
-            self._fail(job, f"{type(event.worker.error).__name__}: {event.worker.error}")
+        if worker is self._worker and job is not None:
+            self._end(job, f"values: cannot be read: {why}")
 
     def _fail(self, job: StatsJob, error: str) -> None:
         self._end(job, f"values: cannot be read: {error}")

@@ -13,8 +13,8 @@ from ckpt_browser.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray
 from ckpt_browser.readers.torchfile import tensor_bytes
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import STATUS_STYLE, size, status_word
-from ckpt_browser.tui.refs import Ref
-from ckpt_browser.tui.state_view import file_name
+from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.tui.browse.training_tree import file_name
 
 STATE_KINDS = {"component", "file", "value", "dcp-entry", "more"}
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from ckpt_browser.model import Checkpoint, TensorInfo
 from ckpt_browser.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray,
                                            PickleFile, TensorRef)
-from ckpt_browser.tui.refs import Ref
-from ckpt_browser.tui.state import BrowseState
+from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.tui.browse.model import BrowseModel
 
 Key = tuple[str, str, str]  # ("weights" | "state", file, tensor name) as values.locate names them
 
@@ -64,8 +64,8 @@ class StatsJob:
 class ValuesSession:
     """Everything `v` knows about one open checkpoint: results, notes, the running job."""
 
-    def __init__(self, state: BrowseState) -> None:
-        self.state = state
+    def __init__(self, state: BrowseModel) -> None:
+        self.model = state
         self.results: dict[Key, object] = {}  # Key -> values.stats.Stats, for the session
         self.notes: dict[Key, str] = {}  # Key -> "cancelled" or the error, until run again
         self.job: StatsJob | None = None
@@ -90,16 +90,16 @@ class ValuesSession:
         if locs is None:
             from ckpt_browser.values.locate import safetensors_locs
 
-            shard = self.state.shards.get(shard_name)
+            shard = self.model.shards.get(shard_name)
             if shard is None or shard.format != "safetensors":
                 return {}
-            one = Checkpoint(self.state.layout, (shard,), ())
+            one = Checkpoint(self.model.layout, (shard,), ())
             locs = {loc.name: loc for loc in safetensors_locs(one)}
             self._shard_locs[shard_name] = locs
         return locs
 
     def _state(self) -> dict:
-        ckpt = self.state.checkpoint
+        ckpt = self.model.checkpoint
         if ckpt is None:
             return {}
         if self._state_locs[0] is not ckpt:

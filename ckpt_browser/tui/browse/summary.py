@@ -8,7 +8,7 @@ from textual.widgets import Static
 from ckpt_browser.escape import printable
 from ckpt_browser.report.text import dtype_line
 from ckpt_browser.report.words import GOOD_STATUSES, count, size, status_word, verdict_word
-from ckpt_browser.tui.state import BrowseState
+from ckpt_browser.tui.browse.model import BrowseModel
 
 
 def short_path(path: str, room: int) -> str:
@@ -20,7 +20,7 @@ def short_path(path: str, room: int) -> str:
     return path if len(path) <= room else "…" + path[-(room - 1):]
 
 
-def _weights_line(state: BrowseState) -> str:
+def _weights_line(state: BrowseModel) -> str:
     """The weights' totals (the other components are counted apart, on the dtype line)."""
     layout = state.layout
     totals = state.totals()
@@ -35,7 +35,7 @@ def _weights_line(state: BrowseState) -> str:
             f" · read {state.done}/{state.total}{progress}")
 
 
-def _dtypes_line(state: BrowseState) -> str:
+def _dtypes_line(state: BrowseModel) -> str:
     if not state.shards:
         return "dtypes: …"
     line = "dtypes: " + dtype_line(state.totals())
@@ -45,7 +45,7 @@ def _dtypes_line(state: BrowseState) -> str:
     return line
 
 
-def _state_line(state: BrowseState, width: int) -> Text:
+def _state_line(state: BrowseModel, width: int) -> Text:
     """Framework, step, the resume verdict and the components that are not ok, on one line
     (cut to the width: the `t` and `r` views have the rest)."""
     training = state.training
@@ -73,7 +73,7 @@ def _state_line(state: BrowseState, width: int) -> Text:
     return text
 
 
-def summary_text(state: BrowseState, width: int = 80) -> Text:
+def summary_text(state: BrowseModel, width: int = 80) -> Text:
     layout = state.layout
     text = Text()
     kind = layout.format if layout.format != "files" or state.training is None \
@@ -97,12 +97,12 @@ def summary_text(state: BrowseState, width: int = 80) -> Text:
 
 
 class Summary(Static):
-    def __init__(self, state: BrowseState, **kwargs) -> None:
+    def __init__(self, state: BrowseModel, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.state = state
+        self.model = state
 
     def refresh_summary(self) -> None:
-        self.update(summary_text(self.state, self.app.size.width))
+        self.update(summary_text(self.model, self.app.size.width))
 
     def on_resize(self) -> None:
         self.refresh_summary()

@@ -1,0 +1,356 @@
+"""The browse screen: layout and wiring. Widgets render; the workers read headers, then the
+training state."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Tree
+from textual.worker import Worker
+
+from ckpt_browser.analysis.modules import build_modules
+from ckpt_browser.model import Layout
+from ckpt_browser.analysis.open import iter_tagged
+from ckpt_browser.readers import finish
+from ckpt_browser.tui.browse.messages import (FilterReady, HeadersRead, LoadFinished, ModulesReady,
+                                       TrainingRead)
+from ckpt_browser.tui.browse.details import Details
+from ckpt_browser.tui.browse.model import BrowseModel
+from ckpt_browser.tui.browse.resume import ResumeScreen
+from ckpt_browser.tui.browse.summary import Summary
+from ckpt_browser.tui.browse.timeline import TimelineScreen
+from ckpt_browser.tui.browse.tree import CheckpointTree
+from ckpt_browser.tui.common.help import HelpScreen
+from ckpt_browser.tui.common.modals import PathPrompt
+from ckpt_browser.tui.common.problems import ProblemsScreen
+from ckpt_browser.tui.common.workers import ForwardsWorkerErrors, current_load
+from ckpt_browser.tui.keys import BROWSE, bindings
+
+
+class BrowseScreen(ForwardsWorkerErrors, Screen):
+    TITLE = "ckpt-browser"
+    BINDINGS = bindings(BROWSE)
+
+    def __init__(self, layout: Layout, timeline: tuple[str, list] | None = None) -> None:
+        super().__init__()
+        self.model = BrowseModel(layout)
+        self.timeline = timeline  # (folder, entries) when opened on a folder of checkpoints
+        self._cancel = threading.Event()
+
+    def compose(self) -> ComposeResult:
+        yield Summary(self.model, id="summary")
+        with Horizontal(id="main"):
+            yield CheckpointTree(self.model, id="tree")
+            yield Details(self.model, id="details")
+        yield Input(placeholder="filter names: substring or glob (Esc clears)", id="filter",
+                    select_on_focus=False)  # typed-ahead text must not get selected and replaced
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Details).border_title = "details"
+        self._tree.focus()
+        self._start()
+        if self.timeline:
+            self.action_timeline()
+
+    def _start(self) -> None:
+        """Show the current state's skeleton and start reading it."""
+        self._set_mode("file")
+        self._summary.refresh_summary()
+        self.load_headers()  # the training state is read once the headers are in
+
+    def open_checkpoint(self, path: str) -> None:
+        """Switch to another checkpoint (from the timeline); stale workers are ignored."""
+        from ckpt_browser.errors import CheckpointError
+        from ckpt_browser.readers import open_layout
+
+        try:
+            layout = open_layout(path)
+        except CheckpointError as e:
+            self.notify(str(e), title="Cannot open", severity="error", timeout=10)
+            return
+        self._cancel.set()
+        self._cancel = threading.Event()
+        self.model = BrowseModel(layout)
+        for widget in (self._tree, self._summary, self.query_one(Details)):
+            widget.model = self.model
+        self.query_one("#filter", Input).value = ""
+        self._start()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """"Checkpoints" is offered (footer, palette) only for a folder of checkpoints, and
+        "Cancel values" only while values are read."""
+        if action == "timeline":
+            return bool(self.timeline)
+        if action == "cancel_values":
+            return self.query_one(Details).values.running
+        return True
+
+    def action_timeline(self, compare: bool = False) -> None:
+        if not self.timeline:
+            self.notify("This is a single checkpoint, not a folder of them.", timeout=4)
+            return
+        folder, entries = self.timeline
+
+        def chosen(choice: tuple[str, str] | None) -> None:
+            if choice is None:
+                return
+            what, path = choice
+            if what == "diff" or compare:
+                self.compare_with(path)
+            elif path != self.model.layout.path:
+                self.open_checkpoint(path)
+
+        self.app.push_screen(TimelineScreen(folder, entries, compare=compare), chosen)
+
+    def action_compare(self) -> None:
+        """`d`: diff this checkpoint against another, from the folder's list or a typed path."""
+        if self.timeline:
+            self.action_timeline(compare=True)
+            return
+
+        def typed(path: str | None) -> None:
+            if path:
+                self.compare_with(path)
+
+        self.app.push_screen(PathPrompt("Diff against which checkpoint? (a path)"), typed)
+
+    def compare_with(self, path: str) -> None:
+        from ckpt_browser.tui.diff.screen import DiffScreen
+
+        self.app.push_screen(DiffScreen(self.model.layout.path, path))
+
+    def on_unmount(self) -> None:
+        self._cancel.set()
+
+    @property
+    def _tree(self) -> CheckpointTree:
+        return self.query_one(CheckpointTree)
+
+    @property
+    def _summary(self) -> Summary:
+        return self.query_one(Summary)
+
+    # -- loading: the worker computes, handlers mutate ---------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="load")
+    def load_headers(self) -> None:
+        state, cancel = self.model, self._cancel
+        files = []
+        for batch in iter_tagged(state.layout, cancel):
+            files.extend(batch)
+            self.post_message(HeadersRead(state, batch))
+        if not cancel.is_set():
+            ckpt = finish(state.layout, files)
+            ckpt.totals  # noqa: B018 - add up here, off the UI thread
+            ckpt.component_totals  # noqa: B018
+            self.post_message(LoadFinished(state, ckpt))
+            self.post_message(ModulesReady(state, build_modules(ckpt.weights)))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="training")
+    def load_training(self) -> None:
+        """Optimizer, scheduler, RNG ... read after the weights: a failure here leaves
+        the weights browsable."""
+        from ckpt_browser.analysis.components import training_state
+        from ckpt_browser.analysis.resume import report_from
+
+        state = self.model
+        training = training_state(state.checkpoint)
+        resume = report_from(state.checkpoint, training)
+        self.post_message(TrainingRead(state, training, resume))
+
+    @on(HeadersRead)
+    @current_load
+    def _headers_read(self, message: HeadersRead) -> None:
+        self.model.add(message.batch)
+        self._tree.refresh_shards([s.name for s in message.batch])
+        self._summary.refresh_summary()
+        self._refresh_details()
+
+    @on(LoadFinished)
+    @current_load
+    def _load_finished(self, message: LoadFinished) -> None:
+        self.model.checkpoint = message.checkpoint
+        self.load_training()
+        if self._tree.mode == "file":  # the module view waits for ModulesReady
+            self._tree.refresh_shards(self.model.layout.files)
+        self._summary.refresh_summary()
+        self._refresh_details()
+        self._report_errors()
+
+    def _report_errors(self) -> None:
+        errors = sum(p.severity == "error" for p in self.model.problems)
+        if errors > self.model.errors_told:  # the training state often repeats a file's error
+            self.model.errors_told = errors
+            self.notify(f"{errors} error(s) found: press p to list them", title="Damaged",
+                        severity="error", timeout=8)
+
+    @on(TrainingRead)
+    @current_load
+    def _training_read(self, message: TrainingRead) -> None:
+        self.model.training = message.training
+        self.model.resume = message.resume
+        if self._tree.mode == "state":
+            self._rebuild_tree()
+        if message.training.problems and self.model.loaded:
+            self._report_errors()
+        self._summary.refresh_summary()
+
+    @on(ModulesReady)
+    @current_load
+    def _modules_ready(self, message: ModulesReady) -> None:
+        self.model.modules = message.modules
+        if self._tree.mode == "module":
+            self._rebuild_tree()
+
+    @property
+    def load(self) -> BrowseModel:
+        """The token of the load on screen: workers' messages for another are stale."""
+        return self.model
+
+    def recover(self, worker: Worker, why: str) -> None:
+        """A reader that raised (a bug, not a bad file): say so where "reading…" was, and
+        keep what was read browsable."""
+        self.model.failed[worker.group] = why
+        if worker.group == "load":
+            self._tree.refresh_shards(self.model.layout.files)
+        if self._tree.mode == "state":
+            self._rebuild_tree()
+        self._summary.refresh_summary()
+
+    # -- selection ----------------------------------------------------------------------
+    @on(Tree.NodeHighlighted)
+    def _highlighted(self, event: Tree.NodeHighlighted) -> None:
+        self.query_one(Details).show(event.node.data)
+
+    def _rebuild_tree(self) -> None:
+        """Rebuild, then make the details follow the cursor's new node."""
+        tree = self._tree
+        tree.rebuild()
+        node = tree.cursor_node
+        self.query_one(Details).show(node.data if node is not None else None)
+
+    def _refresh_details(self) -> None:
+        details = self.query_one(Details)
+        details.show(details.ref)
+
+    # -- filter -------------------------------------------------------------------------
+    def action_filter(self) -> None:
+        self.screen.add_class("-filtering")
+        # Focus now, not via focus()'s call_later: keys typed right after "/" (say "q_proj")
+        # must reach the input, or "q" would quit the app.
+        self.screen.set_focus(self.query_one("#filter", Input))
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.prepare_filter(event.value, self._tree.mode == "module")
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="filter")
+    def prepare_filter(self, pattern: str, modules: bool) -> None:
+        """Match 94,000 names (and build a module tree) off the UI thread, so typing
+        stays responsive; the newest pattern wins."""
+        self.model.prepare(pattern, modules)
+        self.post_message(FilterReady(pattern))
+
+    @on(FilterReady)
+    def _filter_ready(self, message: FilterReady) -> None:
+        if message.pattern != self.query_one("#filter", Input).value:
+            return  # typed on since; a newer worker is coming
+        self.model.pattern = message.pattern
+        self._rebuild_tree()
+        self._summary.refresh_summary()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self) -> None:
+        self._tree.focus()
+
+    def action_cancel_or_clear(self) -> None:
+        """Esc: stop a running values read first; otherwise clear the filter."""
+        if not self.query_one(Details).values.cancel():
+            self.action_clear_filter()
+
+    def action_clear_filter(self) -> None:
+        field = self.query_one("#filter", Input)
+        self.screen.remove_class("-filtering")
+        if field.value:
+            field.value = ""  # Input.Changed rebuilds the tree
+        self._tree.focus()
+
+    # -- views and screens --------------------------------------------------------------
+    def _set_mode(self, mode: str) -> None:
+        tree = self._tree
+        tree.mode = mode
+        tree.border_title = "training state" if mode == "state" else f"by {mode}"
+        self._rebuild_tree()
+
+    def action_toggle_view(self) -> None:
+        self._set_mode("module" if self._tree.mode == "file" else "file")
+
+    def action_training_view(self) -> None:
+        self._set_mode("file" if self._tree.mode == "state" else "state")
+
+    def action_values(self) -> None:
+        # The tree's cursor, not the details' node: keys typed ahead ("down", "v") can arrive
+        # before the details have heard of the move.
+        node = self._tree.cursor_node
+        self.query_one(Details).values.start(node.data if node is not None else None)
+
+    def action_cancel_values(self) -> None:
+        self.query_one(Details).values.cancel()
+
+    def action_resume(self) -> None:
+        report = self.model.resume
+        if report is None:
+            self.notify("Still reading the training state…", timeout=3)
+            return
+
+        def chosen(finding) -> None:
+            if finding is not None and finding.file:
+                tree = self._tree
+                if not tree.reveal_file(finding.file):
+                    self._set_mode("state")
+                    tree.reveal_file(finding.file)
+                tree.focus()
+
+        self.app.push_screen(ResumeScreen(report), chosen)
+
+    def action_problems(self) -> None:
+        self.app.push_screen(ProblemsScreen(self.model.problems))
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen())
+
+    def action_quiz(self) -> None:
+        from ckpt_browser.quiz.progress import load_progress
+        from ckpt_browser.tui.common.quiz import QuizScreen
+
+        progress = load_progress()
+        if progress.note:
+            self.notify(progress.note, title="Quiz", severity="warning", timeout=8)
+        questions = self.quiz_questions()
+        if not questions:
+            return
+        self.app.push_screen(QuizScreen(questions, progress=progress))
+
+    def quiz_questions(self) -> list:
+        """The bank, plus questions about the open checkpoint once it is read."""
+        from ckpt_browser.errors import CheckpointError
+        from ckpt_browser.quiz.bank import load_bank
+        from ckpt_browser.quiz.generated import generate
+
+        try:
+            questions = load_bank()
+        except CheckpointError as e:
+            self.notify(str(e), title="Quiz bank", severity="error", timeout=8)
+            questions = []
+        state = self.model
+        if state.checkpoint is not None or state.training is not None:
+            questions += generate(state.checkpoint, state.training, state.resume, seed=None)
+        if not questions:
+            self.notify("No quiz questions: the bank is unreadable and the checkpoint "
+                        "is still being read.", title="Quiz", timeout=6)
+        return questions

@@ -1,0 +1,27 @@
+"""`p`: every problem, one per line, naming the file."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from ckpt_browser.escape import printable
+from ckpt_browser.report.words import SEVERITY_STYLE
+from ckpt_browser.tui.common.modals import TextModal
+
+
+def problems_text(problems) -> Text:
+    if not problems:
+        return Text("No problems found.")
+    text = Text()
+    for p in problems:
+        text.append(f"{p.severity.upper():8}", style=SEVERITY_STYLE.get(p.severity, "bold"))
+        text.append(f"{printable(p.file or '-')}: ", style="bold")
+        text.append(printable(p.message) + "\n")
+    return text
+
+
+class ProblemsScreen(TextModal):
+    def __init__(self, problems) -> None:
+        super().__init__(f"Problems ({len(problems)})", problems_text(problems), closes=("p",),
+                         box_id="problems-box", body_id="problems-list")
+        self.problems = problems

@@ -1,0 +1,107 @@
+"""Every key, described once: the footer, the command palette, the help window and the
+README's key tables are all built from these tables.
+
+Order matters: it is the footer's order, and at 80 columns "q Quit" must still show, so the
+keys after Quit are the ones that may fall off the right edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Key:
+    shown: str  # how a person writes it: "/", "?", "escape", "up / down"
+    help: str  # what it does, in the help window and the README
+    action: str = ""  # the screen's action; "" for keys the widgets handle (arrows, tab)
+    footer: str = ""  # its footer label; "" keeps it out of the footer
+    palette: str = ""  # its command palette title; "" keeps it out of the palette
+    bind: str = ""  # Textual's key name when it differs from `shown` ("slash")
+    palette_only: bool = False  # a second meaning of a key, offered in the palette by name
+
+    def binding(self) -> Binding:
+        return Binding(self.bind or self.shown, self.action, self.footer or self.palette,
+                       show=bool(self.footer))
+
+
+BROWSE: tuple[Key, ...] = (
+    Key("up / down", "move in the tree"),
+    Key("right / left", "expand / collapse (left again: to the parent)"),
+    Key("enter / space", "toggle the highlighted node"),
+    Key("/", "filter names: substring (case-insensitive), or a glob such as `layers.*.q_proj*` "
+        "that may match any tail of the name; the summary shows the match count",
+        "filter", "Filter", "Filter names", bind="slash"),
+    Key("escape", "stop reading values, else clear the filter; closes any window",
+        "cancel_or_clear", palette="Clear filter"),
+    Key("escape", "stop reading the highlighted tensor's values (what was read is kept)",
+        "cancel_values", palette="Cancel values", palette_only=True),
+    Key("m", "tree by file (every file, its format, its tensors) <-> tree by module (the "
+        "weights' dotted names as a hierarchy with subtotals)", "toggle_view", "View",
+        "Switch view"),
+    Key("t", "training state: components -> their files -> what the files hold (optimizer "
+        "state down to each tensor, DCP keys down to each chunk and rank file)",
+        "training_view", "State", "Training state"),
+    Key("r", "resume check: the verdict in words, the seven components, the findings; Enter on "
+        "a finding shows its file in the tree", "resume", "Resume?", "Resume check"),
+    Key("p", "every problem found, by file", "problems", "Problems", "Show problems"),
+    Key("?", "this help", "help", "Help", "Help: keys", bind="question_mark"),
+    Key("q", "quit", "app.quit", "Quit"),
+    Key("z", "quiz on sharding and resumable training, with questions about this checkpoint: "
+        "`1`-`4` or `a`-`d` answer, Enter next, `l` English / Vietnamese, Esc closes",
+        "quiz", "Quiz", "Quiz"),
+    Key("v", "values of the highlighted tensor (in any view, optimizer state and DCP keys "
+        "included): min, max, mean, std, abs-max, NaN, Inf, zeros, a histogram and the first "
+        "values, read in the background with a progress bar; Esc cancels. Only `v` reads "
+        "tensor bytes", "values", "Values", "Values"),
+    Key("c", "for a folder of checkpoints: pick another one (newest first); `d` there diffs it "
+        "against this one", "timeline", "Checkpoints", "Checkpoints"),
+    Key("d", "diff this checkpoint against another: picked from the folder's checkpoints, or "
+        "typed as a path", "compare", palette="Compare with another checkpoint"),
+    Key("tab", "move focus between the tree and the details"),
+    Key("ctrl+p", "command palette: every action by name"),
+)
+
+DIFF: tuple[Key, ...] = (
+    Key("up / down", "move in the table; pgup / pgdn a page, home / end the first / last row"),
+    Key("v", "compare the values of every pair with the same shape (progress bar; Esc cancels, "
+        "results so far stay)", "values", "Values", "Compare values"),
+    Key("escape", "cancel a comparison (what is compared stays); closes any window", "cancel",
+        "Cancel", "Cancel comparison"),
+    Key("f", "filter by status: all, changed, then each status present", "cycle_filter",
+        "Filter", "Filter by status"),
+    Key("s", "sort by largest max abs difference first, or by name", "toggle_sort", "Sort",
+        "Sort"),
+    Key("t", "the weights' table or the training-state tensors' table", "toggle_set", "State",
+        "Weights / state tensors"),
+    Key("p", "problems found in A and B, notes on the comparison", "problems", "Problems",
+        "Show problems"),
+    Key("?", "this help", "help", "Help", "Help: keys", bind="question_mark"),
+    Key("q", "quit (back to the browser when opened from it)", "close", "Quit"),
+    Key("c", "compare only the highlighted pair", "compare_row", palette="Compare this tensor"),
+    Key("i", "the whole training-state comparison (step, lr per group, step counters, flags)",
+        "state_info", palette="Training state"),
+    Key("ctrl+p", "command palette: every action by name"),
+)
+
+
+def bindings(keys: Iterable[Key]) -> list[Binding]:
+    return [k.binding() for k in keys if k.action and not k.palette_only]
+
+
+def palette(keys: Iterable[Key]) -> list[Key]:
+    return [k for k in keys if k.palette]
+
+
+def readme_table(keys: Iterable[Key]) -> str:
+    """The README's table of these keys, as Markdown."""
+    rows = ["| key | action |", "|---|---|"]
+    for k in keys:
+        if k.palette_only:
+            continue
+        shown = f"`{k.shown}`" if len(k.shown) == 1 else k.shown
+        rows.append(f"| {shown} | {k.help} |")
+    return "\n".join(rows)

@@ -1,7 +1,7 @@
-"""torch.distributed.checkpoint folders: `.metadata` + `__{rank}_{i}.distcp` (catalog section 4).
+"""torch.distributed.checkpoint folders: `.metadata` + `__{rank}_{i}.distcp` (FORMATS.md "DCP").
 
 `.metadata` is a bare pickle that torch reads with plain `pickle.load`. We read it with the
-restricted unpickler and exactly the catalog's allowlist, mapped to local records: torch and
+restricted unpickler and exactly the globals a real file names, mapped to local records: torch and
 torch.distributed are never imported, and no process group is needed. Rank files are only
 stat'ed: every byte range the metadata names must lie inside its file.
 """
@@ -86,7 +86,7 @@ def _path(sep: str):
 
 
 _M = "torch.distributed.checkpoint.metadata."
-DCP_GLOBALS = {  # catalog section 10, safe_loading.dcp_metadata.allow_globals
+DCP_GLOBALS = {  # every global a real .metadata names (FORMATS.md "DCP")
     **{_M + k: _record(k) for k in ("Metadata", "TensorStorageMetadata", "BytesStorageMetadata",
                                     "ChunkStorageMetadata", "TensorProperties", "StorageMeta")},
     _M + "MetadataIndex": _record("MetadataIndex", _Index),

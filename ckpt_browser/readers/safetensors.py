@@ -1,6 +1,6 @@
 """Our own safetensors header reader: header only, never tensor bytes.
 
-Rules follow the reference implementation (catalog section 7). Every problem
+Rules follow the reference implementation (FORMATS.md "Safetensors"). Every problem
 is recorded on the returned FileInfo instead of raised, so one bad shard
 never hides the others.
 """

@@ -2,11 +2,12 @@
 
 A torch zip is opened with `zipfile`, which reads the central directory and, for data.pkl,
 one local header; each storage record is located by its 30-byte local header, never its data
-(catalog section 8). zipcheck reads the same archive as torch's own reader does and reports
-wherever the two (or unzip, or a streaming reader) could see different contents; zipentries
-CRC-checks the small records and unpickles every other *.pkl entry. The legacy format is back-to-back pickles followed by the raw
-storages, each preceded by its 8-byte element count; those counts are the only bytes read
-past the pickles. Everything else is a plain pickle, capped at 64 MiB.
+(FORMATS.md "torch.save zip"). zipcheck reads the same archive as torch's own reader does and
+reports wherever the two (or unzip, or a streaming reader) could see different contents;
+zipentries CRC-checks the small records and unpickles every other *.pkl entry. The legacy
+format is back-to-back pickles followed by the raw storages, each preceded by its 8-byte
+element count; those counts are the only bytes read past the pickles. Everything else is a
+plain pickle, capped at 64 MiB.
 """
 
 from __future__ import annotations

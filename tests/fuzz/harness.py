@@ -1,6 +1,6 @@
 """Run one fuzz case through every reader of its target and say what went wrong, if anything.
 
-The properties (issue 8):
+The properties:
 - each reader returns, or raises only what it documents (a `CheckpointError` subclass; the
   index reader's `ShardError`), with a one-line message; "never raises" readers never raise;
 - the CLI exits with a documented code, never 1 (a bug; for `diff`, 2 with "internal error"),

@@ -479,7 +479,7 @@ def test_torchtitan_dcp():
         ("optimizer.", "lr_scheduler.", "dataloader.", "train_state.")) and hasattr(v, "size")]
     fqns = {k[len("optimizer.state."):].rsplit(".", 1)[0] for k in keys
             if k.startswith("optimizer.state.")}
-    values = {}  # each non-tensor item is a standalone torch.save blob (catalog 4.2)
+    values = {}  # each non-tensor item is a standalone torch.save blob (FORMATS.md "DCP")
     for idx, info in md.storage_data.items():
         if not hasattr(keys[idx.fqn], "size"):
             with open(TITAN_STEP / info.relative_path, "rb") as f:
@@ -560,9 +560,9 @@ def test_megatron_legacy():
         assert c["scheduler"].facts[k] == v, k
     assert c["data"].facts["consumed_train_samples"] == sd["args"].consumed_train_samples
     assert c["scaler"].facts["scale"] == float(sd["optimizer"]["grad_scaler"]["scale"])
-    catalog = {"random_rng_state": "python", "np_rng_state": "numpy", "torch_rng_state": "cpu",
-               "cuda_rng_state": "cuda", "rng_tracker_states": "cuda-tracker"}  # catalog 6
-    assert c["rng"].facts["ranks"] == {"mp_rank_00": sorted(catalog[k] for k in sd["rng_state"][0])}
+    megatron_rng = {"random_rng_state": "python", "np_rng_state": "numpy", "torch_rng_state": "cpu",
+               "cuda_rng_state": "cuda", "rng_tracker_states": "cuda-tracker"}  # FORMATS.md "Megatron-LM"
+    assert c["rng"].facts["ranks"] == {"mp_rank_00": sorted(megatron_rng[k] for k in sd["rng_state"][0])}
 
 
 def test_malicious_optimizer_is_unsafe_and_never_runs(tmp_path, monkeypatch):

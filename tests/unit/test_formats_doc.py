@@ -35,17 +35,7 @@ SEE = re.compile(r'\bsee\s+"([^"]+)"')
 # Files that still hold dead citations because someone else was editing them when the rest were
 # replaced. The replacements are written out in /work/main/.citations_todo.md (not committed);
 # whoever applies them removes the file from here. The goal is an empty dict.
-ALLOWED: dict[str, str] = {
-    "ckpt_browser/readers/dcp.py": "owned by another engineer",
-    "ckpt_browser/readers/torchfile.py": "owned by another engineer",
-    "ckpt_browser/readers/safetensors.py": "uncommitted edits by another engineer",
-    "ckpt_browser/readers/pickle_safe/__init__.py": "uncommitted edits by another engineer",
-    "ckpt_browser/analysis/state/files.py": "owned by another engineer",
-    "tests/fuzz/harness.py": "uncommitted edits by another engineer",
-    "tests/unit/test_components.py": "uncommitted edits by another engineer",
-    "tests/unit/test_pickle_bounds.py": "uncommitted edits by another engineer",
-    "tests/unit/test_zip_differentials.py": "uncommitted edits by another engineer",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def headings() -> set[str]:

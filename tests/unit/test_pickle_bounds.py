@@ -1,5 +1,5 @@
-"""Hostile numbers and hashes in pickles and JSON, and what our inert model cannot follow
-(issue 13): each is bounded work and a warning in words, never a hang, a crash or silence.
+"""Hostile numbers and hashes in pickles and JSON, and what our inert model cannot follow:
+each is bounded work and a warning in words, never a hang, a crash or silence.
 
 Pickles are written by the stdlib `pickle` module (real objects) or opcode by opcode. No test
 measures time: a quadratic regression shows as a test that never ends (the runner's timeout).

@@ -1,4 +1,4 @@
-"""Zips two readers read differently are errors naming the entry (issue 13); real torch zips
+"""Zips two readers read differently are errors naming the entry; real torch zips
 (torch.save, torch.jit.save, torch.export.save) read with no new problems.
 
 The hand-written archives are the corpus's (tests/malicious/cases_zip.py); the expected

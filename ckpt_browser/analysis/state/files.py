@@ -92,7 +92,7 @@ class StateFiles:
 
     def dcp_value(self, rel: str, entry) -> object:
         """A non-tensor DCP item's value, or a label for tensors. Each item is a standalone
-        torch.save zip inside a rank file (catalog 4.2): read it with the restricted unpickler."""
+        torch.save zip inside a rank file (FORMATS.md "DCP"): read it with the restricted unpickler."""
         if entry.kind == "tensor":
             return f"tensor {entry.dtype}{list(entry.shape or ())}"
         chunk = entry.chunks[0] if entry.chunks else None

@@ -1,4 +1,5 @@
-"""A pickle reader that rebuilds data and never runs code (catalog sections 8 and 8.2).
+"""A pickle reader that rebuilds data and never runs code (FORMATS.md "Reading without
+running code").
 
 `find_class` never imports anything. A global is either a value from the allowlist (a dtype
 tag), or an inert stand-in: `Opaque(qualname)`, or `UnsafeCall(qualname)` for a callable that

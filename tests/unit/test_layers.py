@@ -18,7 +18,7 @@ import ckpt_browser
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("ckpt_browser", "ckpt_browser.errors", "ckpt_browser.escape",
                 "ckpt_browser.limits", "ckpt_browser.model", "ckpt_browser.standins",
-                "ckpt_browser.samples", "ckpt_browser.diagnostics", "ckpt_browser.words")),
+                "ckpt_browser.samples", "ckpt_browser.diagnostics")),
     ("readers", ("ckpt_browser.readers",)),
     ("remote", ("ckpt_browser.remote",)),
     ("analysis", ("ckpt_browser.analysis",)),
@@ -120,3 +120,20 @@ def test_the_contract_catches_a_back_edge(tmp_path, source, expected):
     found = violations(fake)
     assert len(found) == 1 and found[0].startswith("ckpt_browser.readers.bad (readers)")
     assert found[0].endswith(expected)
+
+
+def test_the_readme_layout_lists_every_package_and_layer():
+    """The README's "Layout of the code" shows one line per package, and the same layers."""
+    readme = (ROOT.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Layout of the code", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```", 2)[1]
+    listed = {line.split()[0].rstrip("/") for line in block.strip().splitlines()}
+    packages = {str(p.parent.relative_to(ROOT.parent)) for p in ROOT.rglob("__init__.py")}
+    assert listed == packages
+    ground = block.strip().splitlines()[0]
+    for module in LAYERS[0][1][1:]:
+        name = module.rpartition(".")[2] + ".py"
+        assert name in ground or not (ROOT / name).exists(), name
+    order = [name for name, _ in LAYERS[1:]]
+    said = section.split("in this list, never one below:", 1)[1].split(".\n", 1)[0]
+    assert [w.strip(" `/\n").removesuffix(".py") for w in said.split(",")[1:]] == order

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import json_float
 from ckpt_browser.values.diff import DiffResult, Row, summary
+
+if TYPE_CHECKING:
+    from ckpt_browser.values.state_diff import StateDiff, StepCounters
 
 
 def _side(loc) -> dict | None:
@@ -31,7 +36,7 @@ def row_doc(r: Row) -> dict:
 
 
 def diff_doc(d: DiffResult, rows: bool = True) -> dict:
-    state = dict(d.state)
+    state = d.state.to_doc() if d.state is not None else {}
     state["summary"] = summary(d.state_rows, d.options.values)
     if rows:
         state["tensors"] = [row_doc(r) for r in d.state_rows]
@@ -137,8 +142,8 @@ def diff_text(d: DiffResult, limit: int = 200) -> str:
     return "\n".join(out)
 
 
-def _state_lines(state: dict) -> list[str]:
-    if not state:
+def _state_lines(state: StateDiff | None) -> list[str]:
+    if state is None:
         return []
     out = ["", "training state:"]
     for text, role in state_lines(state):
@@ -147,28 +152,27 @@ def _state_lines(state: dict) -> list[str]:
     return out
 
 
-def state_lines(state: dict, every_component: bool = False) -> list[tuple[str, str]]:
+def state_lines(state: StateDiff, every_component: bool = False) -> list[tuple[str, str]]:
     """The training-state comparison, one fact a line, as (text, role): role is "" for a fact,
-    "flag" for a telling case, "note" for what could not be found. Tolerates a partial dict."""
-    a, b = state.get("a") or {}, state.get("b") or {}
-    out = [(f"{key:<10} {_v(a.get(key))} -> {_v(b.get(key))}", "")
-           for key in ("framework", "step", "epoch", "ranks")]
-    for g in state.get("lr") or []:
-        out.append((f"lr[{g.get('group')}]{'':<5} {_v(g.get('a'))} -> {_v(g.get('b'))}", ""))
-    steps = state.get("optimizer_steps") or {}
-    if steps.get("a") or steps.get("b"):
-        out.append((f"optimizer step counters  {_range(steps.get('a'))} -> "
-                    f"{_range(steps.get('b'))}", ""))
-    last = state.get("scheduler_last_epoch") or {}
-    if last.get("a") is not None or last.get("b") is not None:
-        out.append((f"scheduler last_epoch     {_v(last.get('a'))} -> {_v(last.get('b'))}", ""))
-    for kind, c in (state.get("components") or {}).items():
-        same = c.get("a") == c.get("b")
+    "flag" for a telling case, "note" for what could not be found."""
+    a, b = state.a, state.b
+    out = [(f"{key:<10} {_v(x)} -> {_v(y)}", "") for key, x, y in (
+        ("framework", a.framework, b.framework), ("step", a.step, b.step),
+        ("epoch", a.epoch, b.epoch), ("ranks", a.ranks, b.ranks))]
+    for g in state.lr:
+        out.append((f"lr[{g.group}]{'':<5} {_v(g.a)} -> {_v(g.b)}", ""))
+    steps = state.optimizer_steps
+    if steps.a is not None or steps.b is not None:
+        out.append((f"optimizer step counters  {_range(steps.a)} -> {_range(steps.b)}", ""))
+    last = state.scheduler_last_epoch
+    if last.a is not None or last.b is not None:
+        out.append((f"scheduler last_epoch     {_v(last.a)} -> {_v(last.b)}", ""))
+    for kind, c in state.components.items():
+        same = c.a == c.b
         if every_component or not same:
-            out.append((f"{kind:<10} {c.get('a')} -> {c.get('b')}"
-                        f"{'' if same else '  (differs)'}", ""))
-    out += [(str(f.get("message", "")), "flag") for f in state.get("flags") or []]
-    out += [(str(n), "note") for n in state.get("notes") or []]
+            out.append((f"{kind:<10} {c.a} -> {c.b}{'' if same else '  (differs)'}", ""))
+    out += [(f.message, "flag") for f in state.flags]
+    out += [(n, "note") for n in state.notes]
     return out
 
 
@@ -178,7 +182,7 @@ def _v(x) -> str:
     return f"{x:.4g}" if isinstance(x, float) else str(x)
 
 
-def _range(s) -> str:
-    if not isinstance(s, dict) or "min" not in s:
+def _range(s: StepCounters | None) -> str:
+    if s is None:
         return "none"
-    return _v(s["min"]) if s["min"] == s.get("max") else f"{_v(s['min'])}..{_v(s.get('max'))}"
+    return _v(s.min) if s.min == s.max else f"{_v(s.min)}..{_v(s.max)}"

@@ -12,9 +12,13 @@ import fnmatch
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ckpt_browser.model import Checkpoint, Problem, TrainingState, natural_key
 from ckpt_browser.values.locate import TensorLoc
+
+if TYPE_CHECKING:
+    from ckpt_browser.values.state_diff import StateDiff
 
 STATUSES = ("only_in_a", "only_in_b", "shape_changed", "dtype_changed", "values_changed",
             "unchanged")
@@ -62,7 +66,7 @@ class DiffResult:
     options: Options
     rows: list[Row]  # weights
     state_rows: list[Row]  # every other tensor
-    state: dict  # values.state_diff.state_diff(...), plus what compare found
+    state: StateDiff | None  # None: --weights-only, a side without training state, or it failed
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -73,7 +77,7 @@ class DiffResult:
     def differs(self) -> bool:
         if any(r.status != "unchanged" for r in self.rows + self.state_rows):
             return True
-        return not self.options.weights_only and bool(self.state.get("differs"))
+        return not self.options.weights_only and self.state is not None and self.state.differs
 
 
 def open_side(path: str) -> Side:
@@ -183,22 +187,12 @@ def diff(a: Side, b: Side, opts: Options, cancel: threading.Event | None = None,
         compare_values(rows + state_rows, opts, cancel, progress)
     unmoved = ([r.name for r in rows if r.values is not None and r.values.bitwise_equal]
                if opts.values else None)
-    state = {}
+    state = None
     if not opts.weights_only and a.training is not None and b.training is not None:
         from ckpt_browser.values.state_diff import state_diff
 
         state = state_diff(a.training, b.training, a.locs, b.locs, unmoved)
-        state["differs"] = _state_differs(state)
     return DiffResult(a, b, opts, rows, state_rows, state, notes)
-
-
-def _state_differs(state: dict) -> bool:
-    sides = state.get("a", {}), state.get("b", {})
-    if sides[0].get("step") != sides[1].get("step") or sides[0].get("epoch") != sides[1].get("epoch"):
-        return True
-    if any(c.get("a") != c.get("b") for c in state.get("components", {}).values()):
-        return True
-    return any(g.get("a") != g.get("b") for g in state.get("lr", []))
 
 
 def summary(rows: list[Row], values: bool) -> dict:

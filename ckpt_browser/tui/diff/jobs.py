@@ -6,8 +6,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ckpt_browser.values.diff import DiffResult, Options, Row, Side
+
+if TYPE_CHECKING:
+    from ckpt_browser.values.state_diff import StateDiff
 
 
 def load_diff(a: Side, b: Side, opts: Options) -> DiffResult:
@@ -19,7 +23,7 @@ def load_diff(a: Side, b: Side, opts: Options) -> DiffResult:
         return diff(a, b, replace(opts, values=False))
     except Exception as e:  # noqa: BLE001 - the state comparison is an extra
         rows, state_rows, notes = structure(a, b, opts)
-        return DiffResult(a, b, opts, rows, state_rows, {},
+        return DiffResult(a, b, opts, rows, state_rows, None,
                           notes + [f"training state not compared: {e}"])
 
 
@@ -28,9 +32,10 @@ def pending(rows: list[Row]) -> list[Row]:
     return [r for r in rows if r.comparable and r.values is None and r.error is None]
 
 
-def restate(result: DiffResult) -> dict | None:
-    """The training-state comparison again once every weight is compared: it can then say
-    which weights did not move. None when there is nothing new to say."""
+def restate(result: DiffResult) -> StateDiff | None:
+    """A new training-state comparison once every weight is compared: it can then say which
+    weights did not move (result.state is left as it is). None when there is nothing new to
+    say."""
     a, b = result.a, result.b
     if result.options.weights_only or a.training is None or b.training is None:
         return None
@@ -39,9 +44,7 @@ def restate(result: DiffResult) -> dict | None:
     from ckpt_browser.values.state_diff import state_diff
 
     unmoved = [r.name for r in result.rows if r.values is not None and r.values.bitwise_equal]
-    state = state_diff(a.training, b.training, a.locs, b.locs, unmoved)
-    state["differs"] = result.state.get("differs")
-    return state
+    return state_diff(a.training, b.training, a.locs, b.locs, unmoved)
 
 
 @dataclass(eq=False)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from ckpt_browser.values.diff import DiffResult, Side
+
+if TYPE_CHECKING:
+    from ckpt_browser.values.state_diff import StateDiff
 
 
 @dataclass
@@ -38,4 +42,5 @@ class CompareDone(Message):
     todo: int  # tensors the run set out to compare
     cancelled: bool = False
     error: str | None = None
-    state: dict | None = None  # the training state compared again, knowing which weights moved
+    # the training state compared again, now knowing which weights moved
+    state: StateDiff | None = None

@@ -6,6 +6,8 @@ the widgets only call them with the width they have.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -14,6 +16,9 @@ from ckpt_browser.report.words import full_number, short_number
 from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.tui.browse.summary import short_path
 from ckpt_browser.values.diff import Row, Side
+
+if TYPE_CHECKING:
+    from ckpt_browser.values.state_diff import StateDiff
 
 WORDS = {"only_in_a": "only in A", "only_in_b": "only in B", "shape_changed": "shape changed",
          "dtype_changed": "dtype changed (values compared as numbers)",
@@ -54,26 +59,26 @@ def counts_line(title: str, rows: list[Row], comparing: bool) -> Text:
     return text
 
 
-def state_line(state: dict, a: Side, b: Side) -> Text | None:
-    """Step A -> B and the first flag, in words; `i` shows the whole comparison."""
+def state_line(state: StateDiff | None, a: Side, b: Side) -> Text | None:
+    """Step A -> B and the first flag, in words; `i` shows the whole comparison. Without a
+    comparison, the steps the sides' training states give."""
     ta, tb = a.training, b.training
     if ta is None and tb is None:
         return None
-    sa, sb = state.get("a") or {}, state.get("b") or {}
-    step_a = sa.get("step", ta.step if ta else None)
-    step_b = sb.get("step", tb.step if tb else None)
     text = Text("state: ", style="bold")
-    text.append(f"step {_v(step_a)} -> {_v(step_b)}")
-    ea, eb = sa.get("epoch"), sb.get("epoch")
+    if state is None:
+        text.append(f"step {_v(ta.step if ta else None)} -> {_v(tb.step if tb else None)}")
+        text.append(" · no training-state comparison", style="dim")
+        return text
+    text.append(f"step {_v(state.a.step)} -> {_v(state.b.step)}")
+    ea, eb = state.a.epoch, state.b.epoch
     if ea is not None or eb is not None:
         text.append(f" · epoch {_v(ea)} -> {_v(eb)}")
-    flags = [f for f in state.get("flags") or [] if isinstance(f, dict)]
+    flags = state.flags
     if flags:
-        text.append(f"\n! {printable(str(flags[0].get('message', '')))}", style="bold")
+        text.append(f"\n! {printable(flags[0].message)}", style="bold")
         if len(flags) > 1:
             text.append(f" (+{len(flags) - 1} more: i)", style="dim")
-    elif not state:
-        text.append(" · no training-state comparison", style="dim")
     else:
         text.append(" · no flags (i: details)", style="dim")
     return text
@@ -86,7 +91,8 @@ def _v(x) -> str:
 
 
 def summary_text(a: Side, b: Side, rows: list[Row] | None, state_rows: list[Row],
-                 state: dict, comparing: bool, width: int, failed: str | None = None) -> Text:
+                 state: StateDiff | None, comparing: bool, width: int,
+                 failed: str | None = None) -> Text:
     """`rows` None: the names are still being paired, or that failed (`failed` says why)."""
     text = Text()
     text.append_text(side_line("A", a, width))

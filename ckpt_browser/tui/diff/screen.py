@@ -144,7 +144,7 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
     def _refresh_summary(self) -> None:
         r = self.result
         self.query_one(DiffSummary).show(self.a, self.b, r.rows if r else None,
-                                         r.state_rows if r else [], r.state if r else {},
+                                         r.state_rows if r else [], r.state if r else None,
                                          self.comparing, failed=self._load_error)
         self._last_summary = time.monotonic()
 
@@ -294,7 +294,7 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         self.app.push_screen(TextScreen("Problems and notes", problems_body(self.a, self.b, notes)))
 
     def action_state_info(self) -> None:
-        state = self.result.state if self.result else {}
+        state = self.result.state if self.result else None
         self.app.push_screen(TextScreen("Training state: A -> B", state_body(state)))
 
     def action_help(self) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 from rich.text import Text
 
@@ -13,6 +15,9 @@ from ckpt_browser.tui.common.modals import TextModal
 from ckpt_browser.tui.common.problems import problems_text
 from ckpt_browser.tui.keys import DIFF
 from ckpt_browser.values.diff import Side
+
+if TYPE_CHECKING:
+    from ckpt_browser.values.state_diff import StateDiff
 
 STATUS_WORDS = [
     (LABELS["only_in_a"], "only in A (absent from B)"),
@@ -61,9 +66,9 @@ def problems_body(a: Side, b: Side, notes: list[str]) -> Text:
     return text
 
 
-def state_body(state: dict) -> Text:
+def state_body(state: StateDiff | None) -> Text:
     """The training-state comparison, one fact a line."""
-    if not state:
+    if state is None:
         return Text("No training-state comparison: one side (or both) has no training state, "
                     "or it could not be read (p lists problems).")
     text = Text()

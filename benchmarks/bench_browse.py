@@ -128,7 +128,7 @@ def tui_once(tmux, ckpt, n_files, tmp, shots, timeout=120.0):
     # The pane waits on the fifo so tmux's own start-up is not counted.
     inner = (f"read _ < {fifo}; exec env TERM=xterm-256color TEXTUAL_ANIMATIONS=none "
              f"PYTHONPATH={REPO} {PY} -m ckpt_browser {ckpt}")
-    tmux("new-session", "-d", "-s", "b", "-x", "120", "-y", "40", "-c", REPO, "sh -c '%s'" % inner)
+    tmux("new-session", "-d", "-s", "b", "-x", "120", "-y", "40", "-c", REPO, f"sh -c '{inner}'")
     tmux("set-option", "-t", "b", "remain-on-exit", "on")  # keep the screen if it crashes
     first_text, all_text = f"{n_files} files", f"read {n_files}/{n_files}"
     t_first = t_all = t_done = None
@@ -142,9 +142,9 @@ def tui_once(tmux, ckpt, n_files, tmp, shots, timeout=120.0):
             try:
                 fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
                 break
-            except OSError:  # ENXIO: no reader yet
+            except OSError as err:  # ENXIO: no reader yet
                 if time.perf_counter() > end:
-                    raise RuntimeError("tmux pane never started")
+                    raise RuntimeError("tmux pane never started") from err
                 time.sleep(0.005)
         t0 = time.perf_counter()
         os.write(fd, b"go\n")
@@ -157,7 +157,7 @@ def tui_once(tmux, ckpt, n_files, tmp, shots, timeout=120.0):
             if t_all is None and all_text in screen:
                 t_all, shots["all"] = now, screen
             # Informational: the summary line drops "reading…" once totals are final.
-            line = next((l for l in screen.splitlines() if all_text in l), None)
+            line = next((row for row in screen.splitlines() if all_text in row), None)
             if line is not None and "reading" not in line:
                 t_done, shots["done"] = now, screen
                 break

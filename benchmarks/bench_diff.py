@@ -210,7 +210,8 @@ def measure(args, pair, a, b, env, errors):
     print(f"checkpoints  {pair}/{{a,b}}")
     for label, info in (("A", ia), ("B", ib)):
         mix = ", ".join(f"{d} {n / 1e9:.2f} GB" for d, n in sorted(info["dtypes"].items()))
-        print(f"  {label}: {info['shards']} shards ({', '.join(f'{s / 1e6:.0f}' for s in info['sizes'])}"
+        print(f"  {label}: {info['shards']} shards "
+              f"({', '.join(f'{s / 1e6:.0f}' for s in info['sizes'])}"
               f" MB), {info['tensors']} tensors, {info['bytes'] / 1e9:.3f} GB ({mix}); largest "
               f"{info['largest'][1]} {info['largest'][0] / 2**30:.2f} GiB")
     print(f"python       {PY}; {os.cpu_count()} cores; measuring ckpt_browser from "

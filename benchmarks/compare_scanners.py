@@ -233,7 +233,10 @@ def judge(case, bin_dir: Path, folder: bool, timeout: float) -> dict[str, Verdic
 def table(rows: list[tuple[str, dict[str, Verdict]]]) -> str:
     width = max(len(name) for name, _ in rows)
     cols = [max(len(t), *(len(str(v[t])) for _, v in rows)) for t in TOOLS]
-    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, [width, *cols])) + " |"
+
+    def line(cells):
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, [width, *cols])) + " |"
+
     out = [line(["case", *TOOLS]), "|" + "|".join("-" * (w + 2) for w in [width, *cols]) + "|"]
     out += [line([name, *(str(v[t]) for t in TOOLS)]) for name, v in rows]
     return "\n".join(out)
@@ -258,7 +261,10 @@ def summary(rows, controls) -> str:
     big = max(rows + controls, key=lambda r: r[1]["ours"].maxrss_mb)
     out.append(f"ours, slowest command: {slow[1]['ours'].seconds:.2f} s ({slow[0]}); largest "
                f"peak RSS: {big[1]['ours'].maxrss_mb:.0f} MB ({big[0]})")
-    theirs = lambda v: [t for t in SCANNERS if v[t].word == "flagged"]
+
+    def theirs(v):
+        return [t for t in SCANNERS if v[t].word == "flagged"]
+
     beat_us = [name for name, v in rows if theirs(v) and v["ours"].word != "flagged"]
     only_us = [name for name, v in rows if not theirs(v) and v["ours"].word == "flagged"]
     out += ["", f"flagged by any of the three but not by us: {len(beat_us)}"

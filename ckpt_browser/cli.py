@@ -12,8 +12,19 @@ import os
 import sys
 
 from ckpt_browser import __version__
-from ckpt_browser.diagnostics import (VERDICT_CODE, ExitCode, Parser, Progress, damaged, epilog,
-                                      error, note, rewriting, stopped, table)
+from ckpt_browser.diagnostics import (
+    VERDICT_CODE,
+    ExitCode,
+    Parser,
+    Progress,
+    damaged,
+    epilog,
+    error,
+    note,
+    rewriting,
+    stopped,
+    table,
+)
 from ckpt_browser.errors import UsageError
 from ckpt_browser.samples import default_sample
 

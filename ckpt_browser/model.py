@@ -200,7 +200,8 @@ class Layout:
     index: IndexInfo | None = None
     unlisted: tuple[str, ...] = ()  # shard-like files the index does not name
     problems: tuple[Problem, ...] = ()
-    shards: tuple[str, ...] = ()  # the files that should be safetensors (the index's, *.safetensors)
+    # the files that should be safetensors (the index's, *.safetensors)
+    shards: tuple[str, ...] = ()
     dcp: tuple[str, ...] = ()  # DCP folders, relative to root ("" the root itself)
     detection: object = None  # what the file and folder names say (readers.detection.Detection)
 

@@ -19,10 +19,14 @@ from ckpt_browser.analysis.content.projects import fingerprint
 from ckpt_browser.analysis.content.signatures import counter_kind
 from ckpt_browser.analysis.content.tag import param_name, wrapper_prefix
 from ckpt_browser.model import natural_key
+from ckpt_browser.readers.checkpoints import (
+    TimelineEntry,
+    find_checkpoints,
+    is_timeline,
+    newest_first,
+)
 from ckpt_browser.readers.files import head_of, sniff
 from ckpt_browser.standins import TensorRef
-from ckpt_browser.readers.checkpoints import (TimelineEntry, find_checkpoints, is_timeline,
-                                              newest_first)
 
 MAX_FILES = 256  # files looked into in one folder; a run folder holds a few dozen
 

@@ -11,8 +11,14 @@ import random
 from dataclasses import dataclass
 
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
-from ckpt_browser.model import DTYPE_BITS, VERDICTS, Checkpoint, ResumeReport, TrainingState, \
-    natural_key
+from ckpt_browser.model import (
+    DTYPE_BITS,
+    VERDICTS,
+    Checkpoint,
+    ResumeReport,
+    TrainingState,
+    natural_key,
+)
 from ckpt_browser.quiz.bank import Question, Text
 from ckpt_browser.report.words import GOOD_STATUSES, STATUS_VI, VERDICT_MEANING
 
@@ -120,7 +126,8 @@ def shard_question(ckpt: Checkpoint, t, rng: random.Random) -> Question | None:
             f"Header của {t.file} liệt kê {t.name} cùng dtype, shape và offset byte.")
     right = Opt(t.file, f"Right: {lead[0]}", f"Đúng: {lead[1]}")
     return make(f"gen-shard-{t.name}", "sharding",
-                (f"Which shard holds the tensor {t.name}?", f"Tensor {t.name} nằm trong shard nào?"),
+                (f"Which shard holds the tensor {t.name}?",
+                 f"Tensor {t.name} nằm trong shard nào?"),
                 lead, right, wrong, rng)
 
 

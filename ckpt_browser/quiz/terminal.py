@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from ckpt_browser.escape import printable
 from ckpt_browser.quiz.session import Feedback, Session, Shown
 from ckpt_browser.quiz.words import parse_choice, word
-from ckpt_browser.escape import printable
 
 STOP = -1
 

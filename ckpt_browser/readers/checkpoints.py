@@ -32,7 +32,8 @@ NAMES: tuple[tuple[str, re.Pattern, str], ...] = tuple(
 LIGHTNING = "lightning .ckpt"
 _LIGHTNING_PARTS = re.compile(r"(?:^|[-_])epoch=(\d+)|(?:^|[-_])step=(\d+)")
 _NUMBERLESS = re.compile(r"^(last(-v\d+)?\.ckpt|release)$")  # Lightning's last, Megatron's release
-# Folders that hold step folders one level down: torchtitan's checkpoint/, accelerate's checkpoints/.
+# Folders that hold step folders one level down: torchtitan's checkpoint/,
+# accelerate's checkpoints/.
 NESTING = ("checkpoint", "checkpoints")
 _COUNTS = {kind: counts for kind, _, counts in NAMES}
 COUNTER_WORD = {"step": "step ", "epoch": "epoch ", "save": "save #"}

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import io
 import os
-import stat
 import re
+import stat
 
-from ckpt_browser.readers.regular import open_regular
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem, natural_key
-from ckpt_browser.readers.pickle_safe import DTYPE_GLOBALS, Unpickled, short, torch_layout, \
-    torch_size, unpickle
-from ckpt_browser.standins import DcpCheckpoint, DcpChunk, DcpEntry
+from ckpt_browser.readers.pickle_safe import (
+    DTYPE_GLOBALS,
+    Unpickled,
+    short,
+    torch_layout,
+    torch_size,
+    unpickle,
+)
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.torchfile import unsafe_problems
+from ckpt_browser.standins import DcpCheckpoint, DcpChunk, DcpEntry
 
 METADATA = ".metadata"
 RANK_METADATA = re.compile(r"^__(\d+)\.metadata$")

@@ -156,7 +156,8 @@ def _with(info: FileInfo, name: str, problem: Problem) -> FileInfo:
 
 
 def _failed(name: str, path: str, size, message: str) -> FileInfo:
-    return FileInfo(name, path, size, format=_guess(name), problems=(Problem(ERROR, name, message),))
+    return FileInfo(name, path, size, format=_guess(name),
+                    problems=(Problem(ERROR, name, message),))
 
 
 def _guess(name: str) -> str:

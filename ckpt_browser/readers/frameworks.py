@@ -13,16 +13,34 @@ from dataclasses import replace
 
 from ckpt_browser.model import ERROR, INFO, Problem
 from ckpt_browser.readers.checkpoints import newest, step_from_name
-from ckpt_browser.readers.detection.common import (FRAMEWORKS, MAX_MARKER, OTHER, Detection,
-                                                   classify, isdir, listdir, rx, with_other)
+from ckpt_browser.readers.detection.common import (
+    FRAMEWORKS,
+    MAX_MARKER,
+    OTHER,
+    Detection,
+    classify,
+    listdir,
+    rx,
+    with_other,
+)
 from ckpt_browser.readers.detection.dcp import DCP_FILE, dcp_files, dcp_only
-from ckpt_browser.readers.detection.deepspeed import (DS_MARKERS, DS_MODEL, DS_OPTIM,
-                                                      deepspeed_root, deepspeed_tag)
+from ckpt_browser.readers.detection.deepspeed import (
+    DS_MARKERS,
+    DS_MODEL,
+    DS_OPTIM,
+    deepspeed_root,
+    deepspeed_tag,
+)
 from ckpt_browser.readers.detection.hf import ACCELERATE, TRAINERS, trainer_folder
 from ckpt_browser.readers.detection.lightning import LIGHTNING_ROLES, lightning_dir
-from ckpt_browser.readers.detection.megatron import (MEGATRON_ITER, MEGATRON_RANK_DIR,
-                                                     MEGATRON_TRACKER, megatron_format,
-                                                     megatron_iter, megatron_root)
+from ckpt_browser.readers.detection.megatron import (
+    MEGATRON_ITER,
+    MEGATRON_RANK_DIR,
+    MEGATRON_TRACKER,
+    megatron_format,
+    megatron_iter,
+    megatron_root,
+)
 
 __all__ = ["FRAMEWORKS", "MAX_MARKER", "OTHER", "Detection", "dcp_files", "detect", "listdir",
            "step_from_name"]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+
 from ckpt_browser import limits
-from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import IndexInfo
+from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.standins import int_from_text
 
 

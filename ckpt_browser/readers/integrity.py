@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ckpt_browser.model import ERROR, WARNING, Layout, Problem, FileInfo
 from ckpt_browser.escape import printable
+from ckpt_browser.model import ERROR, WARNING, FileInfo, Layout, Problem
 
 SHOW = 5  # names quoted per problem before "and N more"
 
@@ -66,6 +66,7 @@ def _against_index(layout: Layout, shards: list[FileInfo]) -> list[Problem]:
         problems.append(Problem(WARNING, name, f"shard file not named by {index.name}; "
                                 "loaders ignore it"))
     if all_ok and index.total_size is not None and index.total_size != total:
-        problems.append(Problem(WARNING, index.name, f"metadata.total_size says {index.total_size:,} "
+        problems.append(Problem(WARNING, index.name,
+                                f"metadata.total_size says {index.total_size:,} "
                                 f"bytes but the shard headers add up to {total:,}"))
     return problems

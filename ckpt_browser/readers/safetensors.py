@@ -14,9 +14,9 @@ from collections import Counter
 from operator import attrgetter
 
 from ckpt_browser import limits
-from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.errors import ShardError
-from ckpt_browser.model import DTYPE_BITS, ERROR, Problem, FileInfo, TensorInfo
+from ckpt_browser.model import DTYPE_BITS, ERROR, FileInfo, Problem, TensorInfo
+from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.standins import int_from_text
 
 _by_offset = attrgetter("begin", "end", "name")
@@ -221,7 +221,8 @@ def _check_layout(tensors: list[TensorInfo], file: str, size: int, n: int) -> li
     expected = 0
     for t in tensors:
         if t.begin > expected:
-            problems.append(Problem(ERROR, file, f"gap of {t.begin - expected:,} bytes before tensor "
+            problems.append(Problem(ERROR, file,
+                                    f"gap of {t.begin - expected:,} bytes before tensor "
                                     f"{t.name!r} (data_offsets must be contiguous from 0)"))
         elif t.begin < expected:
             problems.append(Problem(ERROR, file, f"tensor {t.name!r} overlaps the previous tensor "

@@ -19,20 +19,32 @@ import struct
 import threading
 import zipfile
 from collections import OrderedDict
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ckpt_browser import limits
-from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem
 from ckpt_browser.readers.export import is_export, read_export
 from ckpt_browser.readers.pickle_safe import (
-    ITEMSIZE, CappedReader, SafeUnpickler, Unpickled, describe, short, unpickle,
+    ITEMSIZE,
+    CappedReader,
+    SafeUnpickler,
+    Unpickled,
+    describe,
+    short,
+    unpickle,
 )
-from ckpt_browser.standins import Opaque, PickleFile, TensorRef
+from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.readers.zipcheck import check_zip
 from ckpt_browser.readers.zipentries import (
-    check_records, crc_problem, local_start, raw_name, unchecked, with_zipfile_view,
+    check_records,
+    crc_problem,
+    local_start,
+    raw_name,
+    unchecked,
+    with_zipfile_view,
 )
+from ckpt_browser.standins import Opaque, PickleFile, TensorRef
 
 ZIP_MAGIC = b"PK\x03\x04"
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import threading
 
-
 _LOCK = threading.Lock()
 # mirror root (local folder) -> (filesystem, remote root path, URL as shown)
 _MIRRORS: dict[str, tuple[object, str, str]] = {}
@@ -49,6 +48,6 @@ def shown(text: str) -> str:
     exactly as given, paths inside it by the URL's folder plus the rest."""
     for root, (_, _, url) in sorted(_MIRRORS.items(), key=lambda kv: -len(kv[0])):
         if root in text:
-            text = re.sub(re.escape(root) + r"(?=/)", lambda _: url.rstrip("/"), text)
+            text = re.sub(re.escape(root) + r"(?=/)", lambda _, url=url: url.rstrip("/"), text)
             text = text.replace(root, url)
     return text

@@ -34,7 +34,7 @@ def remote_errors(where: str, timeout: float | None = None):
     except ImportError as e:
         raise RemoteError(where, f"needs a filesystem that is not installed ({_why(e)}); "
                           f"install it with: {EXTRA}") from None
-    except (TimeoutError,) as e:
+    except TimeoutError as e:
         raise RemoteError(where, f"timed out after {timeout or '?'} s ({_why(e)})") from None
     except ValueError as e:
         if "range" in str(e).lower():

@@ -1,12 +1,14 @@
-"""`ckpt-browser check`: the resume verdict as text and as JSON (schema in the README's `check` section)."""
+"""`ckpt-browser check`: the resume verdict as text and as JSON (schema in the README's `check`
+section)."""
 
 from __future__ import annotations
 
 import os
 
-from ckpt_browser.model import ResumeReport, ResumeTimeline
 from ckpt_browser.escape import printable
+from ckpt_browser.model import ResumeReport, ResumeTimeline
 from ckpt_browser.report.words import verdict_sentence, verdict_word
+
 
 def resume_doc(report: ResumeReport) -> dict:
     return {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ckpt_browser.model import Checkpoint, Totals
 from ckpt_browser.escape import printable
+from ckpt_browser.model import Checkpoint, Totals
 from ckpt_browser.report.words import count, size
 
 
@@ -45,8 +45,8 @@ def inspect_text(ckpt: Checkpoint, framework: str = "") -> str:
     lines.append(f"{'file':<{width}}  {'format':<12}  {'tensors':>8}  {'params':>8}  "
                  f"{'size':>10}  status")
     for f in ckpt.files:
-        status = "ok" if f.ok else f"{'UNSAFE' if getattr(f.source, 'unsafe', ()) else 'DAMAGED'}: " \
-            f"{f.error}"
+        status = "ok" if f.ok else (
+            f"{'UNSAFE' if getattr(f.source, 'unsafe', ()) else 'DAMAGED'}: {f.error}")
         file_size = size(f.size) if f.size is not None else "missing"
         lines.append(f"{f.name:<{width}}  {f.format:<12}  {len(f.tensors):>8,}  "
                      f"{count(f.totals.params):>8}  {file_size:>10}  {status}")

@@ -37,8 +37,17 @@ from ckpt_browser.limits import LIMITS
 from ckpt_browser.model import DTYPE_BITS
 
 from .cases import Case
-from .mutate import (damaged_bytes, damaged_central_directory, damaged_members, damaged_tree,
-                     junk, members, small_tensor, torch_bytes, build_zip)
+from .mutate import (
+    build_zip,
+    damaged_bytes,
+    damaged_central_directory,
+    damaged_members,
+    damaged_tree,
+    junk,
+    members,
+    small_tensor,
+    torch_bytes,
+)
 from .pickle_grammar import RAW_PROGRAM, VALUE_OPS, pickle_program, rebuild_tensor
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"

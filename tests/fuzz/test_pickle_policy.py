@@ -32,8 +32,8 @@ from ckpt_browser.model import ERROR
 from ckpt_browser.readers.pickle_safe import short, unpickle
 from ckpt_browser.readers.pickle_safe.containers import DIFFERS
 from ckpt_browser.readers.pickle_safe.dtypes import TAG_GLOBALS
-from ckpt_browser.standins import Opaque, TensorRef
 from ckpt_browser.readers.torchfile import read_pickle_file_object
+from ckpt_browser.standins import Opaque, TensorRef
 
 from .pickle_opcodes import opcode_program
 

@@ -28,7 +28,6 @@ from .guards import snapshot
 from .harness import check, explain
 from .strategies import SAMPLES, STRATEGIES
 
-
 FAILURES = Path(tempfile.gettempdir()) / "ckpt-fuzz-failures"
 
 

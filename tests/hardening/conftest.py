@@ -261,8 +261,8 @@ def notes(app) -> list[str]:
 
 
 def cursor_key(app):
-    from ckpt_browser.tui.browse.values_session import tensor_key
     from ckpt_browser.tui.browse.tree import CheckpointTree
+    from ckpt_browser.tui.browse.values_session import tensor_key
 
     node = app.query_one(CheckpointTree).cursor_node
     return tensor_key(node.data if node is not None else None)
@@ -271,8 +271,8 @@ def cursor_key(app):
 async def to_first_tensor(app, pilot, limit: int = 300) -> bool:
     """Highlight the first tensor found breadth-first (shallow ones first: a Megatron file
     has a long `args` before its model), expanding nodes on the way as Right would."""
-    from ckpt_browser.tui.browse.values_session import tensor_key
     from ckpt_browser.tui.browse.tree import CheckpointTree
+    from ckpt_browser.tui.browse.values_session import tensor_key
 
     tree = app.query_one(CheckpointTree)
     level = list(tree.root.children)
@@ -295,9 +295,9 @@ async def walk_browser(app, pilot, texts: dict[str, str], help_too: bool = True)
     """Every screen of the browser, back to the main one each time: t, m, r, p, ? (unless
     not `help_too`), z (one answer), c (when a timeline is there: open the next checkpoint),
     v on a tensor. `texts` gets each screen's text by key."""
-    from ckpt_browser.tui.common.quiz import QuizScreen
     from ckpt_browser.tui.browse.timeline import TimelineScreen
     from ckpt_browser.tui.browse.tree import CheckpointTree
+    from ckpt_browser.tui.common.quiz import QuizScreen
 
     await settle(app, pilot)
     if app.first.timeline:  # a folder of checkpoints opens with the list of them on top

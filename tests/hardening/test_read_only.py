@@ -16,18 +16,30 @@ State and caches go to tmp through XDG_STATE_HOME, XDG_CACHE_HOME and CKPT_BROWS
 from __future__ import annotations
 
 import contextlib
-import os
 import io
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.hardening.conftest import (SAMPLES, Watch, WriteAudit, alive, changes, elsewhere,
-                                      open_browser, open_diff, sample_paths, settle, snapshot,
-                                      to_first_tensor, top_samples)
+from tests.hardening.conftest import (
+    SAMPLES,
+    Watch,
+    WriteAudit,
+    alive,
+    changes,
+    elsewhere,
+    open_browser,
+    open_diff,
+    sample_paths,
+    settle,
+    snapshot,
+    to_first_tensor,
+    top_samples,
+)
 
 OTHER, OTHER_FOR_OTHER = "tiny-llama-release", "tiny-llama-run/checkpoint-6"
 ANSWERS = "1\n" * 40  # more than enough for two questions and the prompts between them
@@ -122,7 +134,8 @@ async def browser_session(path: str) -> list[str]:
             await pilot.press("v")
             await settle(app, pilot)
         await pilot.press("r", "escape", "p", "escape", "z", "1", "escape",
-                          "question_mark", "escape", *(("c", "escape") if app.first.timeline else ()))
+                          "question_mark", "escape",
+                          *(("c", "escape") if app.first.timeline else ()))
         await settle(app, pilot)  # nothing may still be reading when q is pressed
         alive(app)
         assert len(app.screen_stack) == 1, app.screen_stack

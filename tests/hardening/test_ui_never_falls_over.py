@@ -21,9 +21,23 @@ import pytest
 from rich.console import Console
 
 from ckpt_browser.tui.browse.tree import CheckpointTree
-from tests.hardening.conftest import (DAMAGED, SAMPLES, SIZES, UNOPENABLE, Watch, alive,
-                                      notes, open_browser, open_diff, root_ignores_permissions,
-                                      screen_text, settle, top_samples, walk_browser, walk_diff)
+from tests.hardening.conftest import (
+    DAMAGED,
+    SAMPLES,
+    SIZES,
+    UNOPENABLE,
+    Watch,
+    alive,
+    notes,
+    open_browser,
+    open_diff,
+    root_ignores_permissions,
+    screen_text,
+    settle,
+    top_samples,
+    walk_browser,
+    walk_diff,
+)
 
 PROBLEM_WORDS = ("DAMAGED", "MISSING", "UNSAFE", "BROKEN", "INCOMPLETE", "ERROR", "error(s)")
 VERDICTS = ("EXACT", "INEXACT", "WEIGHTS-ONLY", "BROKEN")

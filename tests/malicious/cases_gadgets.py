@@ -14,7 +14,12 @@ gone in numpy 2 (a pickle naming it fails to load), so the case names numpy.lib.
 from __future__ import annotations
 
 from tests.malicious.make_corpus import (
-    MARKER, Call, G, dumps, hf_optimizer_case, system,
+    MARKER,
+    Call,
+    G,
+    dumps,
+    hf_optimizer_case,
+    system,
 )
 
 

@@ -6,8 +6,20 @@ from __future__ import annotations
 import struct
 
 from tests.malicious.make_corpus import (
-    UNSAFE, ADAMW_STORAGES, SYS_INFO, Call, G, PersId, adamw, case, dumps, jdump, put, system,
-    tensor, torch_zip,
+    ADAMW_STORAGES,
+    SYS_INFO,
+    UNSAFE,
+    Call,
+    G,
+    PersId,
+    adamw,
+    case,
+    dumps,
+    jdump,
+    put,
+    system,
+    tensor,
+    torch_zip,
 )
 
 W = struct.pack("<4f", 1, 2, 3, 4)  # the bytes of an F32 [4] tensor

@@ -1,14 +1,32 @@
-"""Resource attacks and pickles our inert model cannot follow: hash-colliding keys, integers too long
-to print, operations on objects that are not plain containers."""
+"""Resource attacks and pickles our inert model cannot follow: hash-colliding keys, integers too
+long to print, operations on objects that are not plain containers."""
 
 from __future__ import annotations
 
 import struct
 
 from tests.malicious.make_corpus import (
-    ADAMW_STORAGES, DAMAGED, ODD, SCHEDULER, TITAN_ITEMS, TRAINER_STATE, Build, Raw, adamw, case,
-    dcp_folder, deflated, dumps, hf_checkpoint, hf_optimizer_case, jdump, put, safetensors,
-    st_case, tensor, torch_zip,
+    ADAMW_STORAGES,
+    DAMAGED,
+    ODD,
+    SCHEDULER,
+    TITAN_ITEMS,
+    TRAINER_STATE,
+    Build,
+    Raw,
+    adamw,
+    case,
+    dcp_folder,
+    deflated,
+    dumps,
+    hf_checkpoint,
+    hf_optimizer_case,
+    jdump,
+    put,
+    safetensors,
+    st_case,
+    tensor,
+    torch_zip,
 )
 
 P = 2**61 - 1  # sys.hash_info.modulus: every k * P hashes to 0

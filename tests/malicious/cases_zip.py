@@ -13,7 +13,15 @@ import zlib
 from dataclasses import dataclass
 
 from tests.malicious.make_corpus import (
-    ADAMW_STORAGES, DAMAGED, DOS_DATE, UNSAFE, adamw, case, dumps, hf_checkpoint, system,
+    ADAMW_STORAGES,
+    DAMAGED,
+    DOS_DATE,
+    UNSAFE,
+    adamw,
+    case,
+    dumps,
+    hf_checkpoint,
+    system,
 )
 
 

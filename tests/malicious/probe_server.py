@@ -26,12 +26,12 @@ import time
 
 def _warm() -> None:
     os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
-    import ckpt_browser.cli  # noqa: F401
-    import ckpt_browser.readers  # noqa: F401
-    import ckpt_browser.tui.browse.screen  # noqa: F401
     import rich.console  # noqa: F401
     import textual.widgets  # noqa: F401
 
+    import ckpt_browser.cli  # noqa: F401
+    import ckpt_browser.readers  # noqa: F401
+    import ckpt_browser.tui.browse.screen  # noqa: F401
     from tests.malicious import probe  # noqa: F401
 
 

@@ -27,8 +27,18 @@ from pathlib import Path
 import pytest
 
 from tests.malicious.conftest import (
-    MAX_RSS_MB, REPO, STEP_SECONDS, Run, all_ids, child_env, fresh_cwd, markers_in, probe,
-    run_bounded, run_inline, target,
+    MAX_RSS_MB,
+    REPO,
+    STEP_SECONDS,
+    Run,
+    all_ids,
+    child_env,
+    fresh_cwd,
+    markers_in,
+    probe,
+    run_bounded,
+    run_inline,
+    target,
 )
 from tests.malicious.make_corpus import CASES, CORPUS, TEST_TIME_CASES, snapshot, write
 

@@ -19,8 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import (SAMPLES, SPECULATIVE, assert_names, assert_one_line_error, header_len,
-                       local_json, named_url, run_cli, run_json, without)
+from .conftest import (
+    SAMPLES,
+    SPECULATIVE,
+    assert_names,
+    assert_one_line_error,
+    header_len,
+    local_json,
+    named_url,
+    run_cli,
+    run_json,
+    without,
+)
 
 RELEASE = "tiny-llama-release"
 SHARDS = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]

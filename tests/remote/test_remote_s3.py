@@ -9,8 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import (BUCKET, SAMPLES, SECRET, assert_names, assert_one_line_error, local_json,
-                       run_cli, run_json, without)
+from .conftest import (
+    BUCKET,
+    SAMPLES,
+    SECRET,
+    assert_names,
+    assert_one_line_error,
+    local_json,
+    run_cli,
+    run_json,
+    without,
+)
 
 # (sample, what it is)
 CHECKPOINTS = [

@@ -2,11 +2,11 @@
 
 from safetensors import safe_open
 
+from ckpt_browser.model import natural_key
+from ckpt_browser.tui.browse.details import Details
+from ckpt_browser.tui.browse.tree import CheckpointTree
 from ckpt_browser.tui.common.help import HelpScreen
 from ckpt_browser.tui.common.problems import ProblemsScreen
-from ckpt_browser.tui.browse.tree import CheckpointTree
-from ckpt_browser.tui.browse.details import Details
-from ckpt_browser.model import natural_key
 from tests.tui.conftest import SAMPLES, go_to, loaded, plain
 
 RUN = SAMPLES / "tiny-llama-run" / "checkpoint-6"

@@ -12,8 +12,8 @@ from textual.widgets import Input, ProgressBar
 from ckpt_browser.readers import open_layout
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.tree import CheckpointTree
-from ckpt_browser.tui.browse.values_render import Histogram
 from ckpt_browser.tui.browse.values_panel import ValuesPanel
+from ckpt_browser.tui.browse.values_render import Histogram
 from ckpt_browser.values import read as values_read
 from ckpt_browser.values import stats as values_stats
 from tests.tui.conftest import SAMPLES, go_to, loaded, plain

@@ -3,16 +3,16 @@ and the app stays browsable: never an endless "reading…"."""
 
 from __future__ import annotations
 
+from textual.worker import WorkerFailed
+
 import ckpt_browser.analysis.components as components
 import ckpt_browser.tui.browse.screen as browser_app
 import ckpt_browser.tui.diff.screen as diff_app_module
 from ckpt_browser.tui.app import make_diff_app
-from ckpt_browser.tui.diff.panes import DiffSummary
-from ckpt_browser.tui.browse.tree import CheckpointTree
 from ckpt_browser.tui.browse.summary import Summary
+from ckpt_browser.tui.browse.tree import CheckpointTree
+from ckpt_browser.tui.diff.panes import DiffSummary
 from ckpt_browser.values.diff import Options, open_side
-from textual.worker import WorkerFailed
-
 from tests.tui.conftest import SAMPLES, plain
 
 SIZE = (100, 30)

@@ -18,9 +18,25 @@ import torch
 from ckpt_browser.model import FORMATS, TENSOR_KINDS
 from ckpt_browser.samples import DEFAULT_SAMPLE
 
-from .helpers import (DAMAGED, INDEX, RUN6, SHARDS, copy_sample, craft, header_len, reference_map,
-                      reference_totals, run_cli, save, sharded, sparse, three_shards,
-                      write_index, locked_file, unprivileged)
+from .helpers import (
+    DAMAGED,
+    INDEX,
+    RUN6,
+    SHARDS,
+    copy_sample,
+    craft,
+    header_len,
+    locked_file,
+    reference_map,
+    reference_totals,
+    run_cli,
+    save,
+    sharded,
+    sparse,
+    three_shards,
+    unprivileged,
+    write_index,
+)
 from .test_safetensors_header import BAD
 
 EXIT_OK, EXIT_USAGE, EXIT_DAMAGED = 0, 2, 5

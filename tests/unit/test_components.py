@@ -19,9 +19,24 @@ from ckpt_browser.errors import NotACheckpoint, PathNotFound
 from ckpt_browser.model import COMPONENTS
 from ckpt_browser.readers.frameworks import detect
 
-from .component_helpers import (ACCELERATE, DEEPSPEED, HF_MULTIRANK, HF_RUN3, LIGHTNING,
-                                MALICIOUS, MEGATRON, SENTINEL, TITAN_STEP, TORCHTITAN, dcp,
-                                expected_optimizer, safe_load, safe_load_with, trainer_state, tree)
+from .component_helpers import (
+    ACCELERATE,
+    DEEPSPEED,
+    HF_MULTIRANK,
+    HF_RUN3,
+    LIGHTNING,
+    MALICIOUS,
+    MEGATRON,
+    SENTINEL,
+    TITAN_STEP,
+    TORCHTITAN,
+    dcp,
+    expected_optimizer,
+    safe_load,
+    safe_load_with,
+    trainer_state,
+    tree,
+)
 from .helpers import RELEASE, RUN6
 
 # --- detection by names -----------------------------------------------------------------------
@@ -560,9 +575,11 @@ def test_megatron_legacy():
         assert c["scheduler"].facts[k] == v, k
     assert c["data"].facts["consumed_train_samples"] == sd["args"].consumed_train_samples
     assert c["scaler"].facts["scale"] == float(sd["optimizer"]["grad_scaler"]["scale"])
+    # FORMATS.md "Megatron-LM"
     megatron_rng = {"random_rng_state": "python", "np_rng_state": "numpy", "torch_rng_state": "cpu",
-               "cuda_rng_state": "cuda", "rng_tracker_states": "cuda-tracker"}  # FORMATS.md "Megatron-LM"
-    assert c["rng"].facts["ranks"] == {"mp_rank_00": sorted(megatron_rng[k] for k in sd["rng_state"][0])}
+                    "cuda_rng_state": "cuda", "rng_tracker_states": "cuda-tracker"}
+    assert c["rng"].facts["ranks"] == {
+        "mp_rank_00": sorted(megatron_rng[k] for k in sd["rng_state"][0])}
 
 
 def test_malicious_optimizer_is_unsafe_and_never_runs(tmp_path, monkeypatch):

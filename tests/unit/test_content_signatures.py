@@ -26,7 +26,7 @@ from ckpt_browser.analysis.open import open_checkpoint
 from ckpt_browser.analysis.resume import resume_report
 from ckpt_browser.readers.torchfile import read_pickle_file
 
-O = torch.optim
+optim = torch.optim
 S = torch.optim.lr_scheduler
 
 # --- helpers: real objects in, independent expectations out --------------------------------------
@@ -123,20 +123,20 @@ def step_values(sd: dict) -> list[float]:
 # --- optimizers (FORMATS.md "Optimizer state") ---------------------------------------------------
 
 OPTIMIZERS = {
-    "SGD": lambda p: O.SGD(p, lr=0.1),
-    "SGD-momentum": lambda p: O.SGD(p, lr=0.1, momentum=0.9),
-    "Adam": lambda p: O.Adam(p, lr=1e-3),
-    "AdamW-amsgrad": lambda p: O.AdamW(p, lr=1e-3, amsgrad=True),
-    "Adagrad": lambda p: O.Adagrad(p),
-    "RMSprop-centered-momentum": lambda p: O.RMSprop(p, centered=True, momentum=0.9),
-    "Adadelta": lambda p: O.Adadelta(p),
-    "Adamax": lambda p: O.Adamax(p),
-    "NAdam": lambda p: O.NAdam(p),
-    "RAdam": lambda p: O.RAdam(p),
-    "ASGD": lambda p: O.ASGD(p),
-    "Rprop": lambda p: O.Rprop(p),
-    "Adafactor": lambda p: O.Adafactor(p),
-    "LBFGS": lambda p: O.LBFGS(p, history_size=3, max_iter=3),
+    "SGD": lambda p: optim.SGD(p, lr=0.1),
+    "SGD-momentum": lambda p: optim.SGD(p, lr=0.1, momentum=0.9),
+    "Adam": lambda p: optim.Adam(p, lr=1e-3),
+    "AdamW-amsgrad": lambda p: optim.AdamW(p, lr=1e-3, amsgrad=True),
+    "Adagrad": lambda p: optim.Adagrad(p),
+    "RMSprop-centered-momentum": lambda p: optim.RMSprop(p, centered=True, momentum=0.9),
+    "Adadelta": lambda p: optim.Adadelta(p),
+    "Adamax": lambda p: optim.Adamax(p),
+    "NAdam": lambda p: optim.NAdam(p),
+    "RAdam": lambda p: optim.RAdam(p),
+    "ASGD": lambda p: optim.ASGD(p),
+    "Rprop": lambda p: optim.Rprop(p),
+    "Adafactor": lambda p: optim.Adafactor(p),
+    "LBFGS": lambda p: optim.LBFGS(p, history_size=3, max_iter=3),
 }
 # the per-parameter state keys torch 2.13 writes (checked against the real object first)
 STATE_KEYS = {
@@ -199,7 +199,7 @@ def test_sgd_without_momentum_alone_is_still_an_optimizer(tmp_path):
     """plain SGD keeps no state ({}), but its param groups are there: a standalone
     optimizer.pt, and the same nested under an odd name."""
     model = mlp()
-    opt = O.SGD(model.parameters(), lr=0.1)
+    opt = optim.SGD(model.parameters(), lr=0.1)
     train(model, opt)
     sd = opt.state_dict()
     assert sd["state"] == {}
@@ -217,7 +217,7 @@ def test_sgd_without_momentum_alone_is_still_an_optimizer(tmp_path):
 def test_lazily_missing_state_is_reported_but_not_an_error(tmp_path):
     """Lazy state: only the params that got a gradient have state (keys [2, 3])."""
     model = mlp()
-    opt = O.Adam(model.parameters())
+    opt = optim.Adam(model.parameters())
     model[0].requires_grad_(False)
     train(model, opt, steps=1)
     model[0].requires_grad_(True)
@@ -242,7 +242,7 @@ def test_fqn_keyed_optimizer_state_from_get_optimizer_state_dict(tmp_path):
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
     model = mlp()
-    opt = O.AdamW(model.parameters())
+    opt = optim.AdamW(model.parameters())
     train(model, opt)
     try:
         sd = get_optimizer_state_dict(model, opt)
@@ -293,7 +293,7 @@ SCHED_LAYOUTS = {"lr_scheduler": ("lr_scheduler",), "sched": ("sched",),
 @pytest.mark.parametrize("name", list(SCHEDULERS))
 def test_scheduler_state_dicts_are_found_under_any_key(tmp_path, name, layout):
     model = mlp()
-    opt = O.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sched = SCHEDULERS[name](opt)
     for _ in range(3):
         train(model, opt, steps=1)
@@ -317,7 +317,7 @@ def test_scheduler_state_dicts_are_found_under_any_key(tmp_path, name, layout):
 
 def test_no_scheduler_without_initial_lr_is_not_needed(tmp_path):
     model = mlp()
-    opt = O.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     train(model, opt)
     assert "initial_lr" not in opt.state_dict()["param_groups"][0]
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict()})
@@ -327,7 +327,7 @@ def test_no_scheduler_without_initial_lr_is_not_needed(tmp_path):
 def test_no_scheduler_but_initial_lr_in_the_groups_is_missing(tmp_path):
     """Any torch scheduler's constructor sets initial_lr: the run had one, it was not saved."""
     model = mlp()
-    opt = O.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     sched = S.StepLR(opt, step_size=1)
     train(model, opt)
     sched.step()
@@ -344,7 +344,7 @@ def test_no_scheduler_but_initial_lr_in_the_groups_is_missing(tmp_path):
 
 def scaled_run():
     model = mlp()
-    opt = O.AdamW(model.parameters())
+    opt = optim.AdamW(model.parameters())
     scaler = torch.amp.GradScaler("cpu")
     x = torch.randn(5, 3)
     for _ in range(2):
@@ -392,7 +392,7 @@ def test_disabled_grad_scaler_is_not_needed(tmp_path):
 def test_fp16_evidence_without_a_scaler_is_missing(tmp_path, settings):
     """fp16 in the saved args and no scaler record: the loss scale restarts."""
     model = mlp()
-    opt = O.AdamW(model.parameters())
+    opt = optim.AdamW(model.parameters())
     train(model, opt)
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), **settings})
     assert status(training_state(str(path)), "scaler") == "missing"
@@ -430,7 +430,7 @@ RNG_LAYOUTS = {"odd": ("bits_of_luck",), "nested": ("loop", "seeds", "gen_state"
 def test_rng_states_by_shape_under_any_name(tmp_path, source, layout):
     state, label, cpu = rng_states()[source]
     model = mlp()
-    opt = O.SGD(model.parameters(), lr=0.1)
+    opt = optim.SGD(model.parameters(), lr=0.1)
     keys = RNG_LAYOUTS[layout]
     saved = {"model": model.state_dict(), "optimizer": opt.state_dict(), **nest(keys, state),
              "global_step": 0}
@@ -454,7 +454,7 @@ def test_rng_states_by_shape_under_any_name(tmp_path, source, layout):
 
 def test_all_generators_together_and_per_rank_lists(tmp_path):
     model = mlp()
-    opt = O.SGD(model.parameters(), lr=0.1)
+    opt = optim.SGD(model.parameters(), lr=0.1)
     every = {name: s for name, (s, _, _) in rng_states().items()}
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "randomness": every})
@@ -474,7 +474,7 @@ def test_all_generators_together_and_per_rank_lists(tmp_path):
 
 def test_rng_without_the_torch_cpu_generator_is_incomplete(tmp_path):
     model = mlp()
-    opt = O.SGD(model.parameters(), lr=0.1)
+    opt = optim.SGD(model.parameters(), lr=0.1)
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "rng": {"numpy": np.random.get_state(), "python": random.getstate()}})
     ts = training_state(str(path))
@@ -485,7 +485,7 @@ def test_rng_without_the_torch_cpu_generator_is_incomplete(tmp_path):
 
 def test_a_counter_beside_an_rng_state_is_still_a_counter(tmp_path):
     model = mlp()
-    opt = O.SGD(model.parameters(), lr=0.1)
+    opt = optim.SGD(model.parameters(), lr=0.1)
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "trainer_state": {"rng": torch.get_rng_state(), "epoch": 3}})
     ts = training_state(str(path))
@@ -545,7 +545,7 @@ DATA_LAYOUTS = {"plain": ("dataloader",), "odd": ("where_we_were",),
 @pytest.mark.parametrize("source", list(DATA))
 def test_data_positions_by_their_key_sets(tmp_path, source, layout):
     model = mlp()
-    opt = O.AdamW(model.parameters())
+    opt = optim.AdamW(model.parameters())
     train(model, opt, steps=3)
     keys = DATA_LAYOUTS[layout]
     state = DATA[source]()
@@ -565,7 +565,7 @@ def test_data_positions_by_their_key_sets(tmp_path, source, layout):
 
 def test_mid_epoch_counter_without_data_state_is_missing(tmp_path):
     model = mlp()
-    opt = O.AdamW(model.parameters())
+    opt = optim.AdamW(model.parameters())
     train(model, opt, steps=3)
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "rng": torch.get_rng_state(), "epoch": 1, "batch_idx": 5,
@@ -594,7 +594,7 @@ COUNTERS = [  # (name, unit)
 def test_counters_by_name(tmp_path, name, unit):
     """The same custom loop file, its counter under each name: the same answer."""
     model = mlp()
-    opt = O.AdamW(model.parameters())
+    opt = optim.AdamW(model.parameters())
     train(model, opt, steps=3)
     sd = opt.state_dict()
     n = int(max(step_values(sd)))
@@ -613,7 +613,7 @@ def test_counters_by_name(tmp_path, name, unit):
 
 def test_step_comes_from_the_step_counter_not_the_epoch_or_batch(tmp_path):
     model = mlp()
-    opt = O.AdamW(model.parameters())
+    opt = optim.AdamW(model.parameters())
     train(model, opt, steps=3)
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "rng": torch.get_rng_state(),
@@ -626,7 +626,7 @@ def test_step_comes_from_the_step_counter_not_the_epoch_or_batch(tmp_path):
 
 def test_a_counter_that_disagrees_with_adams_step_is_a_warning(tmp_path):
     model = mlp()
-    opt = O.Adam(model.parameters())
+    opt = optim.Adam(model.parameters())
     train(model, opt, steps=3)
     sd = opt.state_dict()
     assert step_values(sd) == [3.0]
@@ -643,7 +643,7 @@ def test_a_counter_that_disagrees_with_adams_step_is_a_warning(tmp_path):
 
 def test_a_file_name_whose_number_disagrees_with_the_counters_is_a_warning(tmp_path):
     model = mlp()
-    opt = O.Adam(model.parameters())
+    opt = optim.Adam(model.parameters())
     train(model, opt, steps=3)
     saved = {"model": model.state_dict(), "optimizer": opt.state_dict(),
              "rng": torch.get_rng_state(), "global_step": 3}
@@ -725,7 +725,7 @@ def test_wrapper_prefixes(tmp_path, wrap, prefix):
 
 def test_averaged_model_under_model_ema_is_the_ema(tmp_path):
     model = bn_model()
-    opt = O.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     model(torch.randn(4, 3)).sum().backward()
     opt.step()
     ema = torch.optim.swa_utils.AveragedModel(model)
@@ -752,7 +752,7 @@ def test_averaged_model_under_model_ema_is_the_ema(tmp_path):
 def test_ema_only_is_a_warning(tmp_path):
     """Only the EMA saved, the raw weights not (FORMATS.md "Resume verdict")."""
     model = bn_model()
-    opt = O.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     ema = torch.optim.swa_utils.AveragedModel(model)
     path = save(tmp_path, {"model_ema": ema.state_dict(), "optimizer": opt.state_dict(),
                            "epoch": 1, "rng": torch.get_rng_state()})
@@ -809,7 +809,7 @@ class Tied(nn.Module):
 def test_tied_weights_two_keys_one_storage(tmp_path):
     torch.manual_seed(0)
     model = Tied()
-    opt = O.AdamW(model.parameters())
+    opt = optim.AdamW(model.parameters())
     model(torch.tensor([1, 2])).sum().backward()
     opt.step()
     sd = model.state_dict()
@@ -829,7 +829,7 @@ def test_tied_weights_two_keys_one_storage(tmp_path):
 
 def test_component_at_takes_the_innermost_part(tmp_path):
     model = mlp()
-    opt = O.Adam(model.parameters())
+    opt = optim.Adam(model.parameters())
     train(model, opt, steps=1)
     path = save(tmp_path, {"bundle": {"model": model.state_dict(), "optim": opt.state_dict()}})
     _, found = parts(path)

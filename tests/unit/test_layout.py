@@ -11,13 +11,25 @@ import threading
 import pytest
 import torch
 
+from ckpt_browser.analysis.open import open_checkpoint
 from ckpt_browser.errors import CheckpointError, NotACheckpoint, PathNotFound
 from ckpt_browser.model import ERROR, INFO, WARNING
-from ckpt_browser.analysis.open import open_checkpoint
 from ckpt_browser.readers import iter_files, open_layout
 
-from .helpers import (DAMAGED, INDEX, RELEASE, RUN6, SHARDS, copy_sample, reference_map,
-                      reference_totals, save, sharded, three_shards, write_index)
+from .helpers import (
+    DAMAGED,
+    INDEX,
+    RELEASE,
+    RUN6,
+    SHARDS,
+    copy_sample,
+    reference_map,
+    reference_totals,
+    save,
+    sharded,
+    three_shards,
+    write_index,
+)
 
 
 def totals_dict(totals) -> dict:

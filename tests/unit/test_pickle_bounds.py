@@ -19,8 +19,8 @@ import pytest
 from ckpt_browser import limits
 from ckpt_browser.readers.pickle_safe import hashing, read_pickle_bytes, unpickle
 from ckpt_browser.readers.safetensors import parse_header
-from ckpt_browser.standins import HugeInt, TensorRef, bounded_int, int_from_text
 from ckpt_browser.report.json_report import strict
+from ckpt_browser.standins import HugeInt, TensorRef, bounded_int, int_from_text
 
 P = 2**61 - 1  # sys.hash_info.modulus: k * P all hash to 0
 
@@ -252,7 +252,7 @@ def test_dict_subclass_items_across_batches_are_all_kept():
     """A dict subclass gets SETITEMS in batches of 1,000: every batch is kept, in place."""
     data = pickle.dumps(_Sub({i: i for i in range(2500)}), protocol=2)
     data = data.replace(b"tests.unit.test_pickle_bounds\n_Sub", b"mymod\nSub")
-    obj, problems = unpickle(io.BytesIO(data), "f.pkl", {"mymod.Sub": None}), None
+    obj = unpickle(io.BytesIO(data), "f.pkl", {"mymod.Sub": None})
     state = obj.obj.state if obj.ok else None
     assert state is not None and len(state["__dictitems__"]) == 2500, obj.problems
 

@@ -151,9 +151,10 @@ def test_allow_globals_adds_your_own_classes_but_never_denied_names():
 
 
 def test_check_calls_a_hostile_training_args_out(tmp_path):
+    import shutil
+
     from ckpt_browser.analysis.resume import resume_report
     from ckpt_browser.report.resume import verdict_line
-    import shutil
 
     ckpt = tmp_path / "checkpoint-1"
     shutil.copytree(REPO / "tests/malicious/corpus/control-hf/checkpoint-1", ckpt)

@@ -23,7 +23,15 @@ from ckpt_browser.readers.pickle_safe import CappedReader, read_pickle_bytes, un
 from ckpt_browser.standins import NumpyArray, Opaque, TensorRef, UnsafeCall
 
 from .state_helpers import (
-    SystemCall, dict_pickle, glob, memo, num, run_python, storage_pid, tensor_v2, text,
+    SystemCall,
+    dict_pickle,
+    glob,
+    memo,
+    num,
+    run_python,
+    storage_pid,
+    tensor_v2,
+    text,
 )
 
 

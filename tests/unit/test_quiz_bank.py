@@ -151,12 +151,14 @@ def test_vietnamese_is_translated(q):
         assert english_function_words(s) == set(), (s, english_function_words(s))
     for a, b in zip(en["options"], vi["options"]):
         if a == b:
-            # Only bare technical terms or numbers may be shared ("safetensors", "MP3", "HF Trainer").
+            # Only bare technical terms or numbers may be shared ("safetensors", "MP3",
+            # "HF Trainer").
             assert len(b.split()) <= 2, b
         else:
             assert english_function_words(b) == set(), (b, english_function_words(b))
     # Numbers and technical options may match, but most options must read as Vietnamese.
-    assert sum(has_vi_letters(o) for o in vi["options"]) >= 2 or q["topic"] in {"safetensors", "rng"}
+    assert (sum(has_vi_letters(o) for o in vi["options"]) >= 2
+            or q["topic"] in {"safetensors", "rng"})
 
 
 @pytest.mark.parametrize("q", QUESTIONS, ids=ids)

@@ -10,9 +10,9 @@ import torch
 from safetensors import safe_open
 
 from ckpt_browser.analysis.components import training_state
+from ckpt_browser.analysis.open import open_checkpoint
 from ckpt_browser.analysis.resume import report_from, resume_report
 from ckpt_browser.quiz.generated import generate, questions_for
-from ckpt_browser.analysis.open import open_checkpoint
 
 from .helpers import DAMAGED, RUN6, SAMPLES
 

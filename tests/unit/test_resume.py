@@ -22,8 +22,20 @@ from ckpt_browser.model import COMPONENTS
 from ckpt_browser.standins import DcpChunk
 
 from .helpers import REPO, SAMPLES
-from .resume_helpers import (MULTIRANK, RUN3_6, TITAN, check_json, comp, copy, doc,
-                             edit_dcp_metadata, finding, fsdp_checkpoint, run_check, sample_doc)
+from .resume_helpers import (
+    MULTIRANK,
+    RUN3_6,
+    TITAN,
+    check_json,
+    comp,
+    copy,
+    doc,
+    edit_dcp_metadata,
+    finding,
+    fsdp_checkpoint,
+    run_check,
+    sample_doc,
+)
 
 NOT_EXACT = "the resume will not be bit-exact"
 WARM = ("Only a warm start from the weights is possible: expect a loss spike while Adam's "
@@ -273,8 +285,8 @@ def test_megatron_is_exact():
     assert sample_doc("megatron-run") == want
 
 
-MALICIOUS_OPTIMIZER = ("optimizer.pt asks to run posix.system (runs a command) when unpickled (not run here); "
-                       "torch.load(weights_only=False) would execute it.")
+MALICIOUS_OPTIMIZER = ("optimizer.pt asks to run posix.system (runs a command) when unpickled "
+                       "(not run here); torch.load(weights_only=False) would execute it.")
 HF_NO_RNG = ("no rng_state*.pth: the Trainer only logs an info line and the resumed run draws "
              "different random numbers (dropout, sampling).")
 

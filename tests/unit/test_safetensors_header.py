@@ -19,8 +19,20 @@ import torch
 import ckpt_browser.readers.safetensors as st_reader
 from ckpt_browser.readers.safetensors import read_header
 
-from .helpers import (RUN6, SAFETENSORS_BITS, SHARDS, craft, entry, header_len, reference_accepts,
-                      reference_tensors, save, sparse, locked_file, unprivileged)
+from .helpers import (
+    RUN6,
+    SAFETENSORS_BITS,
+    SHARDS,
+    craft,
+    entry,
+    header_len,
+    locked_file,
+    reference_accepts,
+    reference_tensors,
+    save,
+    sparse,
+    unprivileged,
+)
 
 TORCH_DTYPES = ["float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32",
                 "int64", "bool", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",

@@ -15,8 +15,18 @@ from safetensors.torch import load_file, save_file
 
 from ckpt_browser.cli import main
 
-from .values_helpers import (CKPT3, RANKS4, RELEASE, RUN, assert_histogram, dcp_tensors, one_line,
-                             strict_json, torch_load, wait_for_dcp_ranks)
+from .values_helpers import (
+    CKPT3,
+    RANKS4,
+    RELEASE,
+    RUN,
+    assert_histogram,
+    dcp_tensors,
+    one_line,
+    strict_json,
+    torch_load,
+    wait_for_dcp_ranks,
+)
 
 SHARDS = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
 

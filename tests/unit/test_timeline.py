@@ -96,7 +96,8 @@ def test_cli_unknown_checkpoint_is_a_usage_error():
 def test_each_entry_says_which_framework_wrote_it():
     entries = find_checkpoints(str(SAMPLES / "hf-run3"))
     assert [(e.name, e.format) for e in entries] == [
-        ("checkpoint-6", "hf-trainer"), ("checkpoint-4", "hf-trainer"), ("checkpoint-2", "hf-trainer")]
+        ("checkpoint-6", "hf-trainer"), ("checkpoint-4", "hf-trainer"),
+        ("checkpoint-2", "hf-trainer")]
     (titan,) = find_checkpoints(str(SAMPLES / "torchtitan-run"))
     assert (titan.name, titan.step, titan.format) == ("checkpoint/step-10", 10, "torchtitan")
 

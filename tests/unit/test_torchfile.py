@@ -18,12 +18,24 @@ import pytest
 import torch
 
 from ckpt_browser.model import ERROR
-from ckpt_browser.standins import NumpyArray, Opaque, UnsafeCall
 from ckpt_browser.readers.torchfile import read_pickle_file, walk
+from ckpt_browser.standins import NumpyArray, Opaque, UnsafeCall
 
 from .state_helpers import (
-    adamw_state, dcp_save, dict_pickle, evil_payload, leaves, rewrite_zip, rng_state,
-    run_python, storage_bytes, storage_pid, tag, tensor_v2, torch_load, torch_zip,
+    adamw_state,
+    dcp_save,
+    dict_pickle,
+    evil_payload,
+    leaves,
+    rewrite_zip,
+    rng_state,
+    run_python,
+    storage_bytes,
+    storage_pid,
+    tag,
+    tensor_v2,
+    torch_load,
+    torch_zip,
 )
 
 
@@ -152,7 +164,7 @@ def test_plain_pickle_of_a_namespace(tmp_path):
 def test_torch_save_of_an_object_torch_refuses(tmp_path):
     path = tmp_path / "sampler.bin"
     torch.save({"args": argparse.Namespace(seed=3), "t": torch.ones(2)}, path)
-    with pytest.raises(Exception):
+    with pytest.raises(pickle.UnpicklingError):
         torch.load(path, weights_only=True)
     pf = read(path)
     assert pf.problems == () and pf.obj["args"].fields == {"seed": 3}

@@ -15,8 +15,20 @@ from safetensors.torch import load_file, save_file
 from ckpt_browser.values.compare import compare
 from ckpt_browser.values.read import Cancelled, ValuesError
 
-from .values_helpers import (CKPT3, CKPT6, RANKS2, RANKS4, RELEASE, assert_metrics, dcp_tensors,
-                             locs, reference, st_loc, torch_metrics, wait_for_dcp_ranks)
+from .values_helpers import (
+    CKPT3,
+    CKPT6,
+    RANKS2,
+    RANKS4,
+    RELEASE,
+    assert_metrics,
+    dcp_tensors,
+    locs,
+    reference,
+    st_loc,
+    torch_metrics,
+    wait_for_dcp_ranks,
+)
 
 SHARDS = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
 

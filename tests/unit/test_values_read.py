@@ -17,8 +17,21 @@ from safetensors.torch import load_file, save_file
 from ckpt_browser.values.read import Cancelled, ValuesError, iter_blocks, read_all
 
 from .helpers import SAMPLES
-from .values_helpers import (CKPT3, DAMAGED, RANKS2, RANKS4, RELEASE, TITAN, assert_same_blocks, assert_same_tensor,
-                             dcp_tensors, locs, reference, st_loc, wait_for_dcp_ranks)
+from .values_helpers import (
+    CKPT3,
+    DAMAGED,
+    RANKS2,
+    RANKS4,
+    RELEASE,
+    TITAN,
+    assert_same_blocks,
+    assert_same_tensor,
+    dcp_tensors,
+    locs,
+    reference,
+    st_loc,
+    wait_for_dcp_ranks,
+)
 
 SAMPLE_PATHS = {
     "tiny-llama-run/checkpoint-3": CKPT3,

@@ -14,8 +14,15 @@ import torch
 from ckpt_browser.values.read import Cancelled
 from ckpt_browser.values.stats import tensor_stats
 
-from .values_helpers import (RANKS4, TITAN, assert_histogram, dcp_tensors, locs, st_loc,
-                             wait_for_dcp_ranks)
+from .values_helpers import (
+    RANKS4,
+    TITAN,
+    assert_histogram,
+    dcp_tensors,
+    locs,
+    st_loc,
+    wait_for_dcp_ranks,
+)
 
 BLOCKS = [8 * 2**20, 64, 7, 1]  # the default, then blocks of a few elements down to one
 

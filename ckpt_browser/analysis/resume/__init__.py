@@ -22,15 +22,22 @@ import os
 from ckpt_browser.analysis.resume.content import check_content
 from ckpt_browser.analysis.resume.coverage import check_coverage
 from ckpt_browser.analysis.resume.ranks import check_ranks
-from ckpt_browser.analysis.resume.status import (check_markers, check_other_problems,
-                                                 check_statuses)
+from ckpt_browser.analysis.resume.status import check_markers, check_other_problems, check_statuses
 from ckpt_browser.analysis.resume.tiling import check_dcp, tiling_problem
 from ckpt_browser.analysis.resume.verdict import Draft, verdict_of
 from ckpt_browser.analysis.resume.weights import check_weights
 from ckpt_browser.analysis.resume.world import check_world_size
 from ckpt_browser.errors import CheckpointError
-from ckpt_browser.model import (COMPONENTS, ERROR, Checkpoint, Component, Finding,
-                                ResumeReport, ResumeTimeline, TrainingState)
+from ckpt_browser.model import (
+    COMPONENTS,
+    ERROR,
+    Checkpoint,
+    Component,
+    Finding,
+    ResumeReport,
+    ResumeTimeline,
+    TrainingState,
+)
 
 __all__ = ["report_from", "resume_report", "resume_reports", "tiling_problem"]
 
@@ -62,7 +69,6 @@ def resume_report(path: str, world_size: int | None = None) -> ResumeReport:
     at `path` can be read as a checkpoint."""
     from ckpt_browser.analysis.components import training_state
     from ckpt_browser.analysis.open import open_checkpoint
-
     from ckpt_browser.analysis.runs import run_entries
 
     entries = run_entries(path)  # a folder of checkpoints: its newest

@@ -3,9 +3,20 @@ an optional StatefulDataLoader state and the script's own registered objects."""
 
 from __future__ import annotations
 
-from ckpt_browser.analysis.state.common import (MISSING, OK, Found, fields, from_one_pickle,
-                                                jsonable, leaf, missing, name_list, not_needed, num,
-                                                read_each)
+from ckpt_browser.analysis.state.common import (
+    MISSING,
+    OK,
+    Found,
+    fields,
+    from_one_pickle,
+    jsonable,
+    leaf,
+    missing,
+    name_list,
+    not_needed,
+    num,
+    read_each,
+)
 from ckpt_browser.analysis.state.deepspeed import deepspeed_parts, ds_scaler, ds_scheduler
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.rng import add_rng

@@ -11,8 +11,14 @@ from dataclasses import dataclass, field
 from ckpt_browser import limits
 from ckpt_browser.model import COMPONENTS, ERROR, Component, Problem
 from ckpt_browser.readers.pickle_safe.policy import describe
-from ckpt_browser.standins import (DcpCheckpoint, NumpyArray, Opaque, PickleFile, TensorRef,
-                                           UnsafeCall)
+from ckpt_browser.standins import (
+    DcpCheckpoint,
+    NumpyArray,
+    Opaque,
+    PickleFile,
+    TensorRef,
+    UnsafeCall,
+)
 
 OK, MISSING, INCOMPLETE, DAMAGED, UNSAFE, NOT_NEEDED = (
     "ok", "missing", "incomplete", "damaged", "unsafe", "not-needed")

@@ -12,20 +12,31 @@ from __future__ import annotations
 
 import re
 
-from ckpt_browser.analysis.content.classify import Found as Part, classify
+from ckpt_browser.analysis.content.classify import Found as Part
+from ckpt_browser.analysis.content.classify import classify
 from ckpt_browser.analysis.content.mapping import param_names
 from ckpt_browser.analysis.content.projects import Project, fingerprint
 from ckpt_browser.analysis.content.signatures import counter_kind, fields, rng_kinds
 from ckpt_browser.analysis.content.tag import named_weights, part_prefix, part_weights
-from ckpt_browser.analysis.state.common import (DAMAGED, INCOMPLETE, MISSING, NOT_NEEDED, OK,
-                                                UNSAFE, Found, jsonable, name_list, num)
+from ckpt_browser.analysis.state.common import (
+    DAMAGED,
+    INCOMPLETE,
+    MISSING,
+    NOT_NEEDED,
+    OK,
+    UNSAFE,
+    Found,
+    jsonable,
+    name_list,
+    num,
+)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.optimizer import optimizer_facts, optimizer_sentence
 from ckpt_browser.analysis.state.scheduler import scheduler_facts, scheduler_sentence
 from ckpt_browser.analysis.state.weights import weights_by_name
 from ckpt_browser.model import COMPONENTS, ERROR, Checkpoint, Component, FileInfo
-from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.readers.files import PICKLE_FORMATS
+from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.standins import Opaque, PickleFile, TensorRef
 
 TRAINING = ("optimizer", "scheduler", "rng", "data", "progress", "scaler")
@@ -147,7 +158,7 @@ def _weights(src: Sources, det) -> Component:
     shards = [f.name for f in ckpt.files if f.format == "safetensors" and f.size is not None]
     rows, ema, classes = [], [], []
     files: list[str] = []
-    for f, pf, p in src.parts:
+    for f, _pf, p in src.parts:
         if p.kind not in ("weights", "ema"):
             continue
         inside = part_weights(f, p)
@@ -184,7 +195,8 @@ def _weights(src: Sources, det) -> Component:
     sharded = weights_by_name(tuple(dict.fromkeys(files)))  # pytorch_model-0000k-of-0000n.bin
     if sharded is not None and sharded.status != OK:
         return sharded
-    facts = {"format": "torch", "files": len(set(files)), "tensors": sum(r["tensors"] for r in rows),
+    facts = {"format": "torch", "files": len(set(files)),
+             "tensors": sum(r["tensors"] for r in rows),
              "params": sum(r["params"] for r in rows), "roots": rows}
     if ema:
         facts["ema"] = ema

@@ -7,9 +7,20 @@ from __future__ import annotations
 
 import re
 
-from ckpt_browser.analysis.state.common import (INCOMPLETE, OK, UNSAFE, Found, as_int, dcp_status,
-                                                every_kind, jsonable, missing, name_list,
-                                                not_needed, num)
+from ckpt_browser.analysis.state.common import (
+    INCOMPLETE,
+    OK,
+    UNSAFE,
+    Found,
+    as_int,
+    dcp_status,
+    every_kind,
+    jsonable,
+    missing,
+    name_list,
+    not_needed,
+    num,
+)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.optimizer import optimizer_from_dcp
 from ckpt_browser.analysis.state.weights import weights_component

@@ -5,9 +5,24 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ckpt_browser.analysis.state.common import (INCOMPLETE, OK, Found, as_int, count_tensors, dig,
-                                                fields, find_optimizer, jsonable, leaf, matching,
-                                                missing, not_needed, num, read_each, safe_fields)
+from ckpt_browser.analysis.state.common import (
+    INCOMPLETE,
+    OK,
+    Found,
+    as_int,
+    count_tensors,
+    dig,
+    fields,
+    find_optimizer,
+    jsonable,
+    leaf,
+    matching,
+    missing,
+    not_needed,
+    num,
+    read_each,
+    safe_fields,
+)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.optimizer import optimizer_facts, optimizer_ok
 from ckpt_browser.analysis.state.rng import gaps

@@ -12,12 +12,15 @@ import zlib
 from collections.abc import Callable
 
 from ckpt_browser import limits
+from ckpt_browser.model import ERROR, Problem
 from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.torchfile import read_member
-from ckpt_browser.model import ERROR, Problem
 from ckpt_browser.standins import (
-    DcpCheckpoint, PickleFile, TensorRef, int_from_text,
+    DcpCheckpoint,
+    PickleFile,
+    TensorRef,
+    int_from_text,
 )
 
 _STRUCT = {"F64": "d", "F32": "f", "F16": "e", "I64": "q", "I32": "i", "I16": "h", "I8": "b",
@@ -60,7 +63,7 @@ class StateFiles:
 
             try:
                 pf = read_pickle_file(os.path.join(self.root, name), name)
-            except Exception as e:  # a reader bug must not hide the other components
+            except Exception as e:  # noqa: BLE001 - a reader bug must not hide the other components
                 pf = PickleFile(name, "pickle", problems=(Problem(ERROR, name, f"not read: {e}"),))
             self._cache[name] = pf
             self.read.append(pf)
@@ -74,7 +77,7 @@ class StateFiles:
 
             try:
                 d = read_dcp(os.path.join(self.root, rel) if rel else self.root, rel)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - as in pickle(): the other components still show
                 d = DcpCheckpoint(rel, problems=(Problem(ERROR, rel or None, f"not read: {e}"),))
             self._cache[key] = d
             self.read.append(d)
@@ -92,7 +95,8 @@ class StateFiles:
 
     def dcp_value(self, rel: str, entry) -> object:
         """A non-tensor DCP item's value, or a label for tensors. Each item is a standalone
-        torch.save zip inside a rank file (FORMATS.md "DCP"): read it with the restricted unpickler."""
+        torch.save zip inside a rank file (FORMATS.md "DCP"): read it with the restricted
+        unpickler."""
         if entry.kind == "tensor":
             return f"tensor {entry.dtype}{list(entry.shape or ())}"
         chunk = entry.chunks[0] if entry.chunks else None

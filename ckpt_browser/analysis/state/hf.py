@@ -3,9 +3,22 @@ beside the weights, optimizer and scheduler files, or a nested FSDP / DeepSpeed 
 
 from __future__ import annotations
 
-from ckpt_browser.analysis.state.common import (DAMAGED, INCOMPLETE, MISSING, OK, Found, as_int,
-                                                from_one_pickle, jsonable, leaf, missing, name_list,
-                                                not_needed, num, safe_fields)
+from ckpt_browser.analysis.state.common import (
+    DAMAGED,
+    INCOMPLETE,
+    MISSING,
+    OK,
+    Found,
+    as_int,
+    from_one_pickle,
+    jsonable,
+    leaf,
+    missing,
+    name_list,
+    not_needed,
+    num,
+    safe_fields,
+)
 from ckpt_browser.analysis.state.deepspeed import deepspeed_parts, ds_scaler, ds_scheduler
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.rng import RANK_IN_NAME, add_rng

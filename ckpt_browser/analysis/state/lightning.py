@@ -7,10 +7,24 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ckpt_browser.analysis.state.common import (DAMAGED, INCOMPLETE, MISSING, OK, Found, as_int,
-                                                damaged_or_unsafe, dig, every_kind, fields,
-                                                find_optimizer, jsonable, missing, not_needed, num,
-                                                safe_fields)
+from ckpt_browser.analysis.state.common import (
+    DAMAGED,
+    INCOMPLETE,
+    MISSING,
+    OK,
+    Found,
+    as_int,
+    damaged_or_unsafe,
+    dig,
+    every_kind,
+    fields,
+    find_optimizer,
+    jsonable,
+    missing,
+    not_needed,
+    num,
+    safe_fields,
+)
 from ckpt_browser.analysis.state.deepspeed import deepspeed_parts, ds_optimizer, ds_weights
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.optimizer import optimizer_from_dcp, optimizer_ok

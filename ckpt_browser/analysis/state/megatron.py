@@ -5,12 +5,30 @@ from __future__ import annotations
 
 import re
 
-from ckpt_browser.analysis.state.common import (MISSING, OK, Found, as_int, damaged_or_unsafe,
-                                                dcp_status, dig, every_kind, fields, find_optimizer,
-                                                jsonable, leaf, missing, not_needed, num, read_each)
+from ckpt_browser.analysis.state.common import (
+    MISSING,
+    OK,
+    Found,
+    as_int,
+    damaged_or_unsafe,
+    dcp_status,
+    dig,
+    every_kind,
+    fields,
+    find_optimizer,
+    jsonable,
+    leaf,
+    missing,
+    not_needed,
+    num,
+    read_each,
+)
 from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.analysis.state.optimizer import (optimizer_facts, optimizer_from_dcp,
-                                                   optimizer_sentence)
+from ckpt_browser.analysis.state.optimizer import (
+    optimizer_facts,
+    optimizer_from_dcp,
+    optimizer_sentence,
+)
 from ckpt_browser.analysis.state.rng import generators
 from ckpt_browser.analysis.state.scaler import fp16_scaler_missing, scaler_from_state
 from ckpt_browser.analysis.state.scheduler import scheduler_component

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ckpt_browser.analysis.state.common import (DAMAGED, OK, count_tensors, dcp_status, fields,
-                                                find_optimizer, jsonable, missing, num, read_each,
-                                                set_key)
+from ckpt_browser.analysis.state.common import (
+    DAMAGED,
+    OK,
+    count_tensors,
+    dcp_status,
+    fields,
+    find_optimizer,
+    jsonable,
+    missing,
+    num,
+    read_each,
+    set_key,
+)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
 from ckpt_browser.standins import TensorRef

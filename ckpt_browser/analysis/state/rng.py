@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import re
 
-from ckpt_browser.analysis.state.common import (INCOMPLETE, OK, Found, fields, jsonable, missing,
-                                                read_each)
+from ckpt_browser.analysis.state.common import (
+    INCOMPLETE,
+    OK,
+    Found,
+    fields,
+    jsonable,
+    missing,
+    read_each,
+)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
 

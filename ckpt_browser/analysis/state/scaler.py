@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from ckpt_browser.analysis.state.common import (MISSING, OK, fields, from_one_pickle, jsonable,
-                                                leaf, num)
+from ckpt_browser.analysis.state.common import (
+    MISSING,
+    OK,
+    fields,
+    from_one_pickle,
+    jsonable,
+    leaf,
+    num,
+)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
 from ckpt_browser.standins import PickleFile

@@ -9,8 +9,16 @@ import os
 import re
 
 from ckpt_browser import limits
-from ckpt_browser.analysis.state.common import (INCOMPLETE, MISSING, OK, count_tensors,
-                                                damaged_or_unsafe, dcp_status, missing, name_list)
+from ckpt_browser.analysis.state.common import (
+    INCOMPLETE,
+    MISSING,
+    OK,
+    count_tensors,
+    damaged_or_unsafe,
+    dcp_status,
+    missing,
+    name_list,
+)
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
 

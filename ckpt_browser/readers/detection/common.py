@@ -7,9 +7,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.model import ERROR, Problem, natural_key
 from ckpt_browser.readers.checkpoints import newest_name
+from ckpt_browser.readers.regular import open_regular
 
 MAX_MARKER = 4096  # `latest` and the Megatron tracker hold one short line
 OTHER = "other"  # role for files that hold no resume state (config, training_args.bin ...)

@@ -6,9 +6,17 @@ import os
 import re
 
 from ckpt_browser.model import ERROR, WARNING, Problem
-from ckpt_browser.readers.detection.common import (OTHER, Detection, add, dangling, isdir, listdir,
-                                                   read_marker, rx)
 from ckpt_browser.readers.checkpoints import newest_name, step_from_name
+from ckpt_browser.readers.detection.common import (
+    OTHER,
+    Detection,
+    add,
+    dangling,
+    isdir,
+    listdir,
+    read_marker,
+    rx,
+)
 
 DS_MODEL = re.compile(r"^(?:mp_rank_\d\d|zero_pp_rank_\d+_mp_rank_\d\d)_model_states\.pt$")
 DS_OPTIM = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_\d\d_?optim_states\.pt$")

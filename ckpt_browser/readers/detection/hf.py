@@ -12,8 +12,18 @@ from dataclasses import dataclass
 
 from ckpt_browser.model import Problem
 from ckpt_browser.readers.checkpoints import newest_name
-from ckpt_browser.readers.detection.common import (OTHER, Detection, add, classify, dangling, isdir,
-                                                   listdir, read_marker, rx, with_other)
+from ckpt_browser.readers.detection.common import (
+    OTHER,
+    Detection,
+    add,
+    classify,
+    dangling,
+    isdir,
+    listdir,
+    read_marker,
+    rx,
+    with_other,
+)
 from ckpt_browser.readers.detection.dcp import dcp_files, is_dcp
 from ckpt_browser.readers.detection.deepspeed import deepspeed_tag
 

@@ -6,11 +6,19 @@ import json
 import os
 import re
 
-from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.model import ERROR, WARNING, Problem, natural_key
-from ckpt_browser.readers.detection.common import (MAX_MARKER, OTHER, Detection, add, dangling,
-                                                   isdir, listdir, read_marker)
+from ckpt_browser.readers.detection.common import (
+    MAX_MARKER,
+    OTHER,
+    Detection,
+    add,
+    dangling,
+    isdir,
+    listdir,
+    read_marker,
+)
 from ckpt_browser.readers.detection.dcp import DCP_DATA, dcp_files
+from ckpt_browser.readers.regular import open_regular
 
 MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
 MEGATRON_ITER = re.compile(r"^(?:iter_(\d{7})|release)$")

@@ -6,16 +6,36 @@ from __future__ import annotations
 from typing import Any
 
 from ckpt_browser.readers.pickle_safe.builtin_records import (
-    codecs_encode, counter, default_dict, deque, make_bytearray, make_bytes, make_complex,
-    make_frozenset, make_set, make_slice, newobj, newobj_ex, ordered_dict, reconstructor,
+    codecs_encode,
+    counter,
+    default_dict,
+    deque,
+    make_bytearray,
+    make_bytes,
+    make_complex,
+    make_frozenset,
+    make_set,
+    make_slice,
+    newobj,
+    newobj_ex,
+    ordered_dict,
+    reconstructor,
 )
 from ckpt_browser.readers.pickle_safe.dtypes import TAG_GLOBALS
 from ckpt_browser.readers.pickle_safe.numpy_records import (
-    DTYPE_CLASSES, numpy_reconstruct, numpy_scalar,
+    DTYPE_CLASSES,
+    numpy_reconstruct,
+    numpy_scalar,
 )
 from ckpt_browser.readers.pickle_safe.torch_records import (
-    rebuild_from_type, rebuild_parameter, rebuild_tensor, rebuild_tensor_v2, rebuild_tensor_v3,
-    torch_device, torch_layout, torch_size,
+    rebuild_from_type,
+    rebuild_parameter,
+    rebuild_tensor,
+    rebuild_tensor_v2,
+    rebuild_tensor_v3,
+    torch_device,
+    torch_layout,
+    torch_size,
 )
 
 TORCH_GLOBALS: dict[str, Any] = {

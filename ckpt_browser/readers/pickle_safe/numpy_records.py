@@ -4,7 +4,7 @@ simple scalars become Python numbers. numpy is never imported."""
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 from ckpt_browser.readers.pickle_safe.checks import BadCall, arity, dims
 from ckpt_browser.readers.pickle_safe.limits import short

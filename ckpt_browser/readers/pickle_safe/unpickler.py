@@ -17,8 +17,8 @@ from ckpt_browser import limits
 from ckpt_browser.readers.pickle_safe.allowlist import TORCH_GLOBALS
 from ckpt_browser.readers.pickle_safe.checks import BadCall
 from ckpt_browser.readers.pickle_safe.containers import HASHED, Containers
-from ckpt_browser.readers.pickle_safe.numbers import Numbers
 from ckpt_browser.readers.pickle_safe.limits import MAX_NOTES, Limit, elided, short
+from ckpt_browser.readers.pickle_safe.numbers import Numbers
 from ckpt_browser.readers.pickle_safe.policy import is_data, is_stdlib, is_unsafe
 from ckpt_browser.readers.pickle_safe.torch_records import storage_ref
 from ckpt_browser.standins import Opaque, UnsafeCall

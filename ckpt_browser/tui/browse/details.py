@@ -8,9 +8,9 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ckpt_browser.escape import printable
 from ckpt_browser.model import Totals
 from ckpt_browser.readers.safetensors import MAGIC_LEN
-from ckpt_browser.escape import printable
 from ckpt_browser.report.words import SEVERITY_STYLE, count, size
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref

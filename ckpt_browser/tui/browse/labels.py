@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from ckpt_browser.analysis.modules import ModuleNode, leaf_name
-from ckpt_browser.model import TensorInfo
 from ckpt_browser.escape import printable
+from ckpt_browser.model import TensorInfo
 from ckpt_browser.report.words import count, size
 
 STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "missing": "MISSING",
@@ -19,7 +19,8 @@ def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: 
     named when it is not safetensors (it is what the content is, whatever the name says)."""
     text = Text()
     if state in ("damaged", "missing", "warning", "unsafe", "unread"):
-        text.append(f"! {STATE_WORDS[state]} ", style="bold red" if state != "warning" else "bold yellow")
+        text.append(f"! {STATE_WORDS[state]} ",
+                    style="bold red" if state != "warning" else "bold yellow")
     text.append(printable(name), style="bold")
     if state == "reading":
         text.append("  reading…", style="dim")

@@ -10,8 +10,17 @@ from dataclasses import dataclass, field
 
 from ckpt_browser.analysis.filter import name_matcher
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
-from ckpt_browser.model import (ERROR, Checkpoint, Layout, FileInfo, TensorInfo, Totals,
-                                 ResumeReport, TrainingState, natural_key)
+from ckpt_browser.model import (
+    ERROR,
+    Checkpoint,
+    FileInfo,
+    Layout,
+    ResumeReport,
+    TensorInfo,
+    Totals,
+    TrainingState,
+    natural_key,
+)
 
 
 @dataclass

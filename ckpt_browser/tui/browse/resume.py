@@ -12,11 +12,11 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ckpt_browser.model import Finding, ResumeReport
 from ckpt_browser.escape import printable
+from ckpt_browser.model import Finding, ResumeReport
 from ckpt_browser.report.resume import verdict_line
-from ckpt_browser.tui.common.modals import CloseableModal
 from ckpt_browser.report.words import GOOD_STATUSES, SEVERITY_STYLE, VERDICT_STYLE, status_word
+from ckpt_browser.tui.common.modals import CloseableModal
 
 
 def verdict_text(report: ResumeReport) -> Text:

@@ -4,7 +4,6 @@ training state."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -14,12 +13,17 @@ from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker
 
 from ckpt_browser.analysis.modules import build_modules
-from ckpt_browser.model import Layout
 from ckpt_browser.analysis.open import iter_tagged
+from ckpt_browser.model import Layout
 from ckpt_browser.readers import finish
-from ckpt_browser.tui.browse.messages import (FilterReady, HeadersRead, LoadFinished, ModulesReady,
-                                       TrainingRead)
 from ckpt_browser.tui.browse.details import Details
+from ckpt_browser.tui.browse.messages import (
+    FilterReady,
+    HeadersRead,
+    LoadFinished,
+    ModulesReady,
+    TrainingRead,
+)
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.resume import ResumeScreen
 from ckpt_browser.tui.browse.summary import Summary

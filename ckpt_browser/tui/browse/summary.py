@@ -92,7 +92,8 @@ def summary_text(state: BrowseModel, width: int = 80) -> Text:
     text.append(_state_line(state, width))
     if state.pattern:
         hits, total, files = state.match_counts()
-        text.append(f"\nfilter {printable(state.pattern)!r}: {hits:,} of {total:,} tensors in {files} files")
+        text.append(f"\nfilter {printable(state.pattern)!r}: {hits:,} of {total:,} tensors in "
+                    f"{files} files")
     return text
 
 

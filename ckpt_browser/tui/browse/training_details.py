@@ -8,11 +8,19 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ckpt_browser.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray, Opaque,
-                                           PickleFile, TensorRef, UnsafeCall)
-from ckpt_browser.readers.torchfile import tensor_bytes
 from ckpt_browser.escape import printable
+from ckpt_browser.readers.torchfile import tensor_bytes
 from ckpt_browser.report.words import STATUS_STYLE, size, status_word
+from ckpt_browser.standins import (
+    DcpCheckpoint,
+    DcpChunk,
+    DcpEntry,
+    NumpyArray,
+    Opaque,
+    PickleFile,
+    TensorRef,
+    UnsafeCall,
+)
 from ckpt_browser.tui.browse.refs import Ref
 from ckpt_browser.tui.browse.training_tree import file_name
 
@@ -51,7 +59,8 @@ def _component(ref: Ref):
     if comp is None:
         return Text("State files that no component claims.")
     return Group(
-        Text.assemble((comp.kind, "bold"), "  ", (status_word(comp.status), STATUS_STYLE.get(comp.status, ""))),
+        Text.assemble((comp.kind, "bold"), "  ",
+                      (status_word(comp.status), STATUS_STYLE.get(comp.status, ""))),
         Text(printable(comp.detail)),
         Text(""),
         _kv([("files", ", ".join(comp.files) or "none")]),
@@ -109,14 +118,16 @@ def _value(ref: Ref):
     if isinstance(v, DcpChunk):
         span = ", ".join(f"{o}:{o + s}" for o, s in zip(v.offsets, v.sizes)) or "whole value"
         rows = [("chunk", span), ("rank file", v.file or "?"),
-                ("bytes", f"{v.offset:,} - {v.offset + v.length:,}" if v.offset is not None else "?")]
+                ("bytes",
+                 f"{v.offset:,} - {v.offset + v.length:,}" if v.offset is not None else "?")]
         return Group(head, _kv(rows))
     if isinstance(v, NumpyArray):
         return Group(head, _kv([("file", where), ("numpy", f"{v.dtype} {list(v.shape)}")]))
     if isinstance(v, UnsafeCall):
-        return Group(head, Text(f"This pickle asks to call {v.qualname} when loaded, which could run "
-                                "code. ckpt-browser did not call it; anything that loads this file "
-                                "with pickle (torch.load(weights_only=False)) would.", style="bold"))
+        return Group(head, Text(f"This pickle asks to call {v.qualname} when loaded, which "
+                                "could run code. ckpt-browser did not call it; anything that "
+                                "loads this file with pickle (torch.load(weights_only=False)) "
+                                "would.", style="bold"))
     if isinstance(v, Opaque):
         return Group(head, _kv([("file", where), ("class", v.qualname),
                                 ("fields", ", ".join(map(str, v.fields)) or "-")]),

@@ -12,12 +12,19 @@ from rich.text import Text
 
 from ckpt_browser.analysis.filter import name_matcher
 from ckpt_browser.analysis.roles import component_of
+from ckpt_browser.escape import printable
 from ckpt_browser.model import COMPONENTS, TrainingState, natural_key
 from ckpt_browser.readers.pickle_safe import ITEMSIZE
-from ckpt_browser.standins import (DcpCheckpoint, DcpEntry, NumpyArray, Opaque, PickleFile,
-                                           TensorRef, UnsafeCall)
-from ckpt_browser.escape import printable
 from ckpt_browser.report.words import STATUS_STYLE, size, status_word
+from ckpt_browser.standins import (
+    DcpCheckpoint,
+    DcpEntry,
+    NumpyArray,
+    Opaque,
+    PickleFile,
+    TensorRef,
+    UnsafeCall,
+)
 from ckpt_browser.tui.browse.refs import Ref
 
 MAX_CHILDREN = 500  # a 625-int RNG tuple or a 10,000-entry params list stays one screenful
@@ -67,7 +74,8 @@ def component_items(training: TrainingState) -> list[Item]:
                               (" " + printable(", ".join(comp.files)), "dim"))
         items.append(Item(label, Ref("component", component=comp), bool(comp.files)))
     by_name = _by_name(training)
-    claimed = {id(by_name[n]) for c in training.components.values() for n in c.files if n in by_name}
+    claimed = {id(by_name[n]) for c in training.components.values()
+               for n in c.files if n in by_name}
     others = [f for f in training.files if id(f) not in claimed]
     if others:
         items.append(Item(Text("other files", style="bold"), Ref("component", file=others), True))

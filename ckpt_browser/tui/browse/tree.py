@@ -8,10 +8,10 @@ from textual.binding import Binding
 from textual.widgets import Input, Tree
 
 from ckpt_browser.analysis.modules import ModuleNode
-from ckpt_browser.tui.browse.labels import module_label, shard_label, tensor_label
 from ckpt_browser.tui.browse import training_tree
-from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.tui.browse.labels import module_label, shard_label, tensor_label
 from ckpt_browser.tui.browse.model import BrowseModel
+from ckpt_browser.tui.browse.refs import Ref
 
 
 class CheckpointTree(Tree[Ref]):

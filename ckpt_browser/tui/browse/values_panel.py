@@ -16,12 +16,11 @@ from textual.worker import Worker
 
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import count
-from ckpt_browser.tui.browse.refs import Ref
-from ckpt_browser.tui.common.workers import ForwardsWorkerErrors
 from ckpt_browser.tui.browse.model import BrowseModel
+from ckpt_browser.tui.browse.refs import Ref
 from ckpt_browser.tui.browse.values_render import render_stats
-from ckpt_browser.tui.browse.values_session import (StatsJob, ValuesSession, not_a_tensor,
-                                             tensor_key)
+from ckpt_browser.tui.browse.values_session import StatsJob, ValuesSession, not_a_tensor, tensor_key
+from ckpt_browser.tui.common.workers import ForwardsWorkerErrors
 
 PROGRESS_EVERY = 0.1  # seconds between progress messages: at most ~10 a second
 

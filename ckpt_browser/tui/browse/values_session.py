@@ -11,10 +11,16 @@ import threading
 from dataclasses import dataclass, field
 
 from ckpt_browser.model import Checkpoint, TensorInfo
-from ckpt_browser.standins import (DcpCheckpoint, DcpChunk, DcpEntry, NumpyArray,
-                                           PickleFile, TensorRef)
-from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.standins import (
+    DcpCheckpoint,
+    DcpChunk,
+    DcpEntry,
+    NumpyArray,
+    PickleFile,
+    TensorRef,
+)
 from ckpt_browser.tui.browse.model import BrowseModel
+from ckpt_browser.tui.browse.refs import Ref
 
 Key = tuple[str, str, str]  # ("weights" | "state", file, tensor name) as values.locate names them
 

@@ -10,13 +10,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from ckpt_browser.tui.common.modals import CloseableModal
 from textual.widgets import Static
 
+from ckpt_browser.escape import printable
 from ckpt_browser.quiz.progress import Progress, save_progress
 from ckpt_browser.quiz.session import Feedback, Session
 from ckpt_browser.quiz.words import LETTERS, word
-from ckpt_browser.escape import printable
+from ckpt_browser.tui.common.modals import CloseableModal
 
 COUNT = 10
 HINT = {"en": "1-4 or a-d answer · Enter next · l tiếng Việt · Esc close",

@@ -8,10 +8,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.tui.app import CkptApp, make_diff_app
-from ckpt_browser.tui.diff.table import DiffTable
+from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.tui.diff.panes import DiffDetails, DiffSummary
+from ckpt_browser.tui.diff.table import DiffTable
 from ckpt_browser.values.diff import Options, Row, open_side
 from ckpt_browser.values.locate import TensorLoc
 from ckpt_browser.values.read import Cancelled

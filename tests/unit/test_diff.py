@@ -19,8 +19,19 @@ from ckpt_browser.values.read import Cancelled
 
 from .helpers import SAMPLES
 from .state_helpers import leaves
-from .values_helpers import (CKPT3, CKPT6, RANKS2, RANKS4, RELEASE, TITAN, assert_metrics,
-                             dcp_tensors, locs, torch_load, wait_for_dcp_ranks)
+from .values_helpers import (
+    CKPT3,
+    CKPT6,
+    RANKS2,
+    RANKS4,
+    RELEASE,
+    TITAN,
+    assert_metrics,
+    dcp_tensors,
+    locs,
+    torch_load,
+    wait_for_dcp_ranks,
+)
 
 SHARDS = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
 WEIGHTS = Options(weights_only=True)

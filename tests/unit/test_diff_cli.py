@@ -16,8 +16,20 @@ from safetensors.torch import load_file, save_file
 from ckpt_browser.cli import main
 
 from .state_helpers import leaves
-from .values_helpers import (CKPT3, CKPT6, RELEASE, RUN, TITAN, assert_metrics, dcp_tensors, locs,
-                             one_line, reference, strict_json, torch_load)
+from .values_helpers import (
+    CKPT3,
+    CKPT6,
+    RELEASE,
+    RUN,
+    TITAN,
+    assert_metrics,
+    dcp_tensors,
+    locs,
+    one_line,
+    reference,
+    strict_json,
+    torch_load,
+)
 
 SHARDS = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
 STATUSES = {"only_in_a", "only_in_b", "shape_changed", "dtype_changed", "values_changed",

@@ -12,15 +12,30 @@ import shutil
 import pytest
 
 from ckpt_browser.analysis.components import training_state
+from ckpt_browser.analysis.open import open_checkpoint
 from ckpt_browser.errors import CheckpointError
 from ckpt_browser.model import COMPONENTS
-from ckpt_browser.analysis.open import open_checkpoint
 from ckpt_browser.values.locate import all_locs
-from ckpt_browser.values.state_diff import (LrGroup, Pair, StateDiff, StateSide, StepCounters,
-                                             state_diff)
+from ckpt_browser.values.state_diff import (
+    LrGroup,
+    Pair,
+    StateDiff,
+    StateSide,
+    StepCounters,
+    state_diff,
+)
 
-from .component_helpers import (ACCELERATE, DEEPSPEED, HF_RUN3, LIGHTNING, MEGATRON, TITAN_STEP,
-                                safe_load, safe_load_with, trainer_state)
+from .component_helpers import (
+    ACCELERATE,
+    DEEPSPEED,
+    HF_RUN3,
+    LIGHTNING,
+    MEGATRON,
+    TITAN_STEP,
+    safe_load,
+    safe_load_with,
+    trainer_state,
+)
 from .helpers import SAMPLES
 
 RUN = SAMPLES / "tiny-llama-run"

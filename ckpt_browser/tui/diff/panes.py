@@ -13,8 +13,8 @@ from textual.widgets import Static
 
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import full_number, short_number
-from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.tui.browse.summary import short_path
+from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.values.diff import Row, Side
 
 if TYPE_CHECKING:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
 
 from rich.text import Text
 from textual import on, work
@@ -21,13 +20,13 @@ from textual.widgets import Footer, Label, ProgressBar
 from textual.worker import Worker
 
 from ckpt_browser.escape import printable
-from ckpt_browser.tui.diff import rows as diff_rows
-from ckpt_browser.tui.diff.messages import CompareDone, CompareProgress, DiffLoaded
-from ckpt_browser.tui.diff.windows import DiffHelpScreen, TextScreen, problems_body, state_body
-from ckpt_browser.tui.diff.table import DiffTable
-from ckpt_browser.tui.diff.panes import DiffDetails, DiffSummary
-from ckpt_browser.tui.diff.jobs import CompareJob, load_diff, pending, restate
 from ckpt_browser.tui.common.workers import ForwardsWorkerErrors
+from ckpt_browser.tui.diff import rows as diff_rows
+from ckpt_browser.tui.diff.jobs import CompareJob, load_diff, pending, restate
+from ckpt_browser.tui.diff.messages import CompareDone, CompareProgress, DiffLoaded
+from ckpt_browser.tui.diff.panes import DiffDetails, DiffSummary
+from ckpt_browser.tui.diff.table import DiffTable
+from ckpt_browser.tui.diff.windows import DiffHelpScreen, TextScreen, problems_body, state_body
 from ckpt_browser.tui.keys import DIFF, bindings
 from ckpt_browser.values.diff import DiffResult, Options, Row, Side
 

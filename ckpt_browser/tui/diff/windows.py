@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
-from ckpt_browser.report.diff import state_lines
 from ckpt_browser.escape import printable
-from ckpt_browser.tui.diff.rows import LABELS, NOT_COMPARED, UNREADABLE
+from ckpt_browser.report.diff import state_lines
 from ckpt_browser.tui.common.help import HelpScreen
 from ckpt_browser.tui.common.modals import TextModal
 from ckpt_browser.tui.common.problems import problems_text
+from ckpt_browser.tui.diff.rows import LABELS, NOT_COMPARED, UNREADABLE
 from ckpt_browser.tui.keys import DIFF
 from ckpt_browser.values.diff import Side
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 
 from ckpt_browser import __version__
@@ -26,6 +25,7 @@ from ckpt_browser.diagnostics import (
     table,
 )
 from ckpt_browser.errors import UsageError
+from ckpt_browser.opening import diff_side, local_path, pick
 from ckpt_browser.samples import default_sample
 
 ONE_PATH = ("a checkpoint folder or file (.safetensors, index, .pt/.bin/.ckpt, DCP folder) "
@@ -179,45 +179,12 @@ def _split(argv: list[str], commands) -> list[str]:
     return argv
 
 
-def _local(path: str, args) -> str:
-    """A URL becomes its local mirror (headers only); anything else stays as it is."""
-    from ckpt_browser.remote.urls import is_url
-
-    if not is_url(path):
-        return path
-    from ckpt_browser.remote.mirror import mirror
-    from ckpt_browser.remote.urls import public
-
-    with Progress() as progress:
-        progress.name = f"reading headers of {public(path)}"
-        return mirror(path, cache=not args.no_cache, concurrency=args.concurrency,
-                      timeout=args.timeout, progress=progress.update)
-
-
-def _pick(path: str, choice: str | None):
-    """A folder of checkpoints: the one asked for, else the newest. Returns (path, timeline)."""
-    from ckpt_browser.analysis.runs import run_entries
-
-    entries = run_entries(path)
-    if not entries:
-        if choice:
-            raise UsageError(path, "--checkpoint applies only to a folder of checkpoints")
-        return path, None
-    if not choice:
-        return entries[0].path, entries
-    for e in entries:
-        if choice in (e.name, os.path.basename(e.name), str(e.step)):
-            return e.path, entries
-    raise UsageError(path, f"no checkpoint {choice!r} here; it holds "
-                     + ", ".join(e.name for e in entries[:8]))
-
-
 def cmd_inspect(args) -> int:
     from ckpt_browser.analysis.components import training_state
     from ckpt_browser.analysis.open import open_checkpoint
     from ckpt_browser.readers.load import paused_gc
 
-    path, timeline = _pick(_local(args.path or default_sample(), args), args.checkpoint)
+    path, timeline = pick(local_path(args.path or default_sample(), args), args.checkpoint)
     ckpt = open_checkpoint(path)
     training = training_state(ckpt)
     if args.json:
@@ -239,7 +206,7 @@ def cmd_check(args) -> int:
     from ckpt_browser.analysis.runs import is_run
     from ckpt_browser.report.resume import resume_doc, resume_text, timeline_resume_text
 
-    args.path = _local(args.path, args)
+    args.path = local_path(args.path, args)
     if is_run(args.path):
         timeline = resume_reports(args.path, args.world_size)
         reports = timeline.reports
@@ -290,7 +257,7 @@ def cmd_stats(args) -> int:
     from ckpt_browser.values.read import ValuesError
     from ckpt_browser.values.stats import tensor_stats
 
-    path, _ = _pick(_local(args.path, args), args.checkpoint)
+    path, _ = pick(local_path(args.path, args), args.checkpoint)
     side = open_side(path)
     locs = select(side.locs, args.names, side.path)
     docs, bad = [], 0
@@ -316,17 +283,6 @@ def cmd_stats(args) -> int:
     return ExitCode.OK
 
 
-def _diff_side(path: str, which: str):
-    from ckpt_browser.values.diff import open_side
-
-    _, entries = _pick(path, None)
-    if entries:
-        names = ", ".join(e.name for e in entries[:6])
-        raise UsageError(path, f"{which} is a folder of several checkpoints ({names}); "
-                         "name one of them")
-    return open_side(path)
-
-
 def cmd_diff(args) -> int:
     from ckpt_browser.readers.load import paused_gc
     from ckpt_browser.report.diff import diff_text, write_diff_json
@@ -335,8 +291,8 @@ def cmd_diff(args) -> int:
     opts = Options(args.values, args.rtol, args.atol, args.strip_prefix_a, args.strip_prefix_b,
                    tuple(args.include), tuple(args.exclude), args.weights_only)
     with paused_gc():  # two objects per tensor per side, no cycles
-        a = _diff_side(_local(args.a, args), "A")
-        b = _diff_side(_local(args.b, args), "B")
+        a = diff_side(local_path(args.a, args), "A")
+        b = diff_side(local_path(args.b, args), "B")
     with Progress() as progress:
         result = diff(a, b, opts, progress=progress.update)
     if args.json:
@@ -360,15 +316,15 @@ def cmd_browse(args) -> int:
 
         if sys.stderr.isatty():  # the screen is not ours yet; 94,000 headers take seconds
             note(f"reading {args.path[0]} and {args.path[1]} ...")
-        a = _diff_side(_local(args.path[0], args), "A")
-        b = _diff_side(_local(args.path[1], args), "B")
+        a = diff_side(local_path(args.path[0], args), "A")
+        b = diff_side(local_path(args.path[1], args), "B")
         from ckpt_browser.tui.app import make_diff_app
 
         app = make_diff_app(a, b, Options())
         app.run()
         return app.return_code or ExitCode.OK
-    folder = _local(args.path[0] if args.path else default_sample(), args)
-    path, timeline = _pick(folder, None)
+    folder = local_path(args.path[0] if args.path else default_sample(), args)
+    path, timeline = pick(folder, None)
     layout = open_layout(path)  # fail fast, before the screen is taken
     from ckpt_browser.tui.app import make_app
 

@@ -81,8 +81,8 @@ def _texts(screen) -> str:
 
 
 async def _session(path: str) -> dict:
-    from ckpt_browser.cli import _pick
     from ckpt_browser.errors import CheckpointError
+    from ckpt_browser.opening import pick as _pick
     from ckpt_browser.readers import open_layout
     from ckpt_browser.tui.app import make_app
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import itemgetter
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from ckpt_browser.standins import DcpCheckpoint, PickleFile
@@ -24,9 +24,9 @@ Severity = Literal["error", "warning", "info"]
 Status = Literal["ok", "missing", "incomplete", "damaged", "unsafe", "not-needed"]
 Verdict = Literal["exact", "inexact", "weights-only", "broken"]
 
-ERROR = "error"
-WARNING = "warning"
-INFO = "info"
+ERROR: Final = "error"  # Final: a type checker sees the Literal, not str
+WARNING: Final = "warning"
+INFO: Final = "info"
 
 
 @dataclass(frozen=True, slots=True)

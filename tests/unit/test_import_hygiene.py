@@ -16,7 +16,6 @@ import io, json, sys, contextlib
 import ckpt_browser.readers
 import ckpt_browser.readers.integrity
 import ckpt_browser.analysis.modules
-import ckpt_browser.analysis.filter
 import ckpt_browser.report.json_report
 import ckpt_browser.report.text
 import ckpt_browser.cli as cli

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ckpt_browser.analysis.filter import name_matcher
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
 from ckpt_browser.model import (
     ERROR,
@@ -21,6 +20,7 @@ from ckpt_browser.model import (
     TrainingState,
     natural_key,
 )
+from ckpt_browser.tui.browse.filter import name_matcher
 
 
 @dataclass

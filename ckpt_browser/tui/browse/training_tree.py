@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from ckpt_browser.analysis.filter import name_matcher
 from ckpt_browser.analysis.roles import component_of
 from ckpt_browser.escape import printable
 from ckpt_browser.model import COMPONENTS, TrainingState, natural_key
@@ -25,6 +24,7 @@ from ckpt_browser.standins import (
     TensorRef,
     UnsafeCall,
 )
+from ckpt_browser.tui.browse.filter import name_matcher
 from ckpt_browser.tui.browse.refs import Ref
 
 MAX_CHILDREN = 500  # a 625-int RNG tuple or a 10,000-entry params list stays one screenful

@@ -20,42 +20,36 @@ from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref
 from ckpt_browser.tui.browse.values_render import render_stats
 from ckpt_browser.tui.browse.values_session import StatsJob, ValuesSession, not_a_tensor, tensor_key
-from ckpt_browser.tui.common.workers import ForwardsWorkerErrors
+from ckpt_browser.tui.common.workers import ForLoad, ForwardsWorkerErrors, current_load
 
 PROGRESS_EVERY = 0.1  # seconds between progress messages: at most ~10 a second
-
-
-# -- messages from the worker --------------------------------------------------------------
-@dataclass
-class StatsProgress(Message):
-    job: StatsJob
-    done: int  # elements read
-    total: int
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, StatsProgress) and message.job is self.job
-
-
-@dataclass
-class StatsDone(Message):
-    job: StatsJob
-    stats: object  # values.stats.Stats
-
-
-@dataclass
-class StatsFailed(Message):
-    job: StatsJob
-    error: str  # names the file and the problem
-
-
-@dataclass
-class StatsCancelled(Message):
-    job: StatsJob
 
 
 # -- the panel -----------------------------------------------------------------------------
 class ValuesPanel(ForwardsWorkerErrors, Vertical):
     """Lives in the details pane, under the highlighted node's details."""
+
+    # Messages from the worker. `load` is their job: one replaced by a newer job (another
+    # tensor, another checkpoint) is stale, and @current_load drops it.
+    @dataclass
+    class Progress(ForLoad):
+        done: int  # elements read
+        total: int
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, ValuesPanel.Progress) and message.load is self.load
+
+    @dataclass
+    class Done(ForLoad):
+        stats: object  # values.stats.Stats
+
+    @dataclass
+    class Failed(ForLoad):
+        error: str  # names the file and the problem
+
+    @dataclass
+    class Cancelled(ForLoad):
+        pass
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -139,22 +133,22 @@ class ValuesPanel(ForwardsWorkerErrors, Vertical):
             now = time.monotonic()
             if done >= total or now - last >= PROGRESS_EVERY:
                 last = now
-                self.post_message(StatsProgress(job, done, total))
+                self.post_message(self.Progress(job, done, total))
 
         try:
             stats = tensor_stats(session.locate(job.key), job.cancel, progress)
         except Cancelled:
-            self.post_message(StatsCancelled(job))
+            self.post_message(self.Cancelled(job))
         except ValuesError as e:
-            self.post_message(StatsFailed(job, str(e)))
+            self.post_message(self.Failed(job, str(e)))
         else:
-            self.post_message(StatsDone(job, stats))
+            self.post_message(self.Done(job, stats))
 
     # -- handlers mutate ----------------------------------------------------------------------
-    def _current(self, job: StatsJob) -> bool:
-        """Whether a message is about the running job (not a replaced one, nor another
-        checkpoint's)."""
-        return self.session is not None and self.session.job is job
+    @property
+    def load(self) -> StatsJob | None:
+        """The running job: messages about any other are stale."""
+        return self.session.job if self.session is not None else None
 
     def _end(self, job: StatsJob, note: str | None = None) -> None:
         self.session.job = None
@@ -164,28 +158,28 @@ class ValuesPanel(ForwardsWorkerErrors, Vertical):
         if tensor_key(self.ref) == job.key:
             self._reveal()
 
-    @on(StatsProgress)
-    def _progress(self, message: StatsProgress) -> None:
-        if self._current(message.job):
-            message.job.done, message.job.total = message.done, message.total
-            self._show_progress()
+    @on(Progress)
+    @current_load
+    def _progress(self, message: Progress) -> None:
+        message.load.done, message.load.total = message.done, message.total
+        self._show_progress()
 
-    @on(StatsDone)
-    def _done(self, message: StatsDone) -> None:
-        if self._current(message.job):
-            self.session.results[message.job.key] = message.stats
-            self._end(message.job)
+    @on(Done)
+    @current_load
+    def _done(self, message: Done) -> None:
+        self.session.results[message.load.key] = message.stats
+        self._end(message.load)
 
-    @on(StatsCancelled)
-    def _cancelled(self, message: StatsCancelled) -> None:
-        if self._current(message.job):
-            self._end(message.job, "values: cancelled (press v to read again)")
-            self.notify(printable(f"{message.job.name}: cancelled"), title="Values", timeout=4)
+    @on(Cancelled)
+    @current_load
+    def _cancelled(self, message: Cancelled) -> None:
+        self._end(message.load, "values: cancelled (press v to read again)")
+        self.notify(printable(f"{message.load.name}: cancelled"), title="Values", timeout=4)
 
-    @on(StatsFailed)
-    def _failed(self, message: StatsFailed) -> None:
-        if self._current(message.job):
-            self._fail(message.job, message.error)
+    @on(Failed)
+    @current_load
+    def _failed(self, message: Failed) -> None:
+        self._fail(message.load, message.error)
 
     failure_title = "Cannot read values"
 

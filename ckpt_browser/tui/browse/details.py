@@ -44,13 +44,13 @@ def _problems(problems) -> Text:
     return text
 
 
-def render(state: BrowseModel, ref: Ref | None):
+def render(model: BrowseModel, ref: Ref | None):
     if ref is None or ref.kind == "root":
         return Text("Highlight a node to see its details.")
     if ref.kind == "tensor":
-        return _tensor(state, ref)
+        return _tensor(model, ref)
     if ref.kind == "shard":
-        return _shard(state, ref.shard)
+        return _shard(model, ref.shard)
     if ref.kind in STATE_KINDS:
         return state_details(ref)
     m = ref.module
@@ -61,16 +61,16 @@ def render(state: BrowseModel, ref: Ref | None):
                  Text(""), Text("by dtype", style="bold"), _by_dtype(m.totals))
 
 
-def _tensor(state: BrowseModel, ref: Ref):
+def _tensor(model: BrowseModel, ref: Ref):
     t = ref.tensor
     if isinstance(t, str):
-        shard = state.shards.get(ref.shard)
+        shard = model.shards.get(ref.shard)
         why = "its header has not been read yet" if shard is None else \
             f"the file could not be read: {shard.error}" if not shard.ok else \
             "the file does not contain it"
         return Group(Text(printable(t), style="bold"),
                      Text(printable(f"The index maps this tensor to {ref.shard}, but {why}.")))
-    shard = state.shards.get(t.file)
+    shard = model.shards.get(t.file)
     rows = [("dtype", str(t.dtype)),
             ("shape", "[" + ", ".join(str(d) for d in t.shape) + "]"),
             ("numel", f"{t.numel:,} ({count(t.numel)})"),
@@ -94,8 +94,8 @@ def _tensor(state: BrowseModel, ref: Ref):
     return Group(Text(printable(t.name), style="bold"), _kv(rows))
 
 
-def _shard(state: BrowseModel, name: str):
-    shard = state.shards.get(name)
+def _shard(model: BrowseModel, name: str):
+    shard = model.shards.get(name)
     if shard is None:
         return Group(Text(printable(name), style="bold"), Text("Reading the file…"))
     rows = [("format", shard.format + (f" ({printable(shard.detail)})" if shard.detail else "")),
@@ -115,7 +115,7 @@ def _shard(state: BrowseModel, name: str):
         parts += [Text(""), Text("holds (read by content)", style="bold"),
                   _kv([(printable(p.path or "(the whole file)"), f"{p.kind}: {printable(p.what)}")
                        for p in shard.parts])]
-    problems = state.shard_problems(name)
+    problems = model.shard_problems(name)
     parts += [Text(""), Text("Problems" if problems else "No problems found.", style="bold")]
     if problems:
         parts.append(_problems(problems))
@@ -125,9 +125,9 @@ def _shard(state: BrowseModel, name: str):
 
 
 class Details(VerticalScroll, can_focus=True):
-    def __init__(self, state: BrowseModel, **kwargs) -> None:
+    def __init__(self, model: BrowseModel, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.model = state
+        self.model = model
         self.ref: Ref | None = None
 
     def compose(self):

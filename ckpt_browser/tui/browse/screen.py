@@ -143,17 +143,17 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
     # -- loading: the worker computes, handlers mutate ---------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="load")
     def load_headers(self) -> None:
-        state, cancel = self.model, self._cancel
+        model, cancel = self.model, self._cancel
         files = []
-        for batch in iter_tagged(state.layout, cancel):
+        for batch in iter_tagged(model.layout, cancel):
             files.extend(batch)
-            self.post_message(HeadersRead(state, batch))
+            self.post_message(HeadersRead(model, batch))
         if not cancel.is_set():
-            ckpt = finish(state.layout, files)
+            ckpt = finish(model.layout, files)
             ckpt.totals  # noqa: B018 - add up here, off the UI thread
             ckpt.component_totals  # noqa: B018
-            self.post_message(LoadFinished(state, ckpt))
-            self.post_message(ModulesReady(state, build_modules(ckpt.weights)))
+            self.post_message(LoadFinished(model, ckpt))
+            self.post_message(ModulesReady(model, build_modules(ckpt.weights)))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="training")
     def load_training(self) -> None:
@@ -162,10 +162,10 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         from ckpt_browser.analysis.components import training_state
         from ckpt_browser.analysis.resume import report_from
 
-        state = self.model
-        training = training_state(state.checkpoint)
-        resume = report_from(state.checkpoint, training)
-        self.post_message(TrainingRead(state, training, resume))
+        model = self.model
+        training = training_state(model.checkpoint)
+        resume = report_from(model.checkpoint, training)
+        self.post_message(TrainingRead(model, training, resume))
 
     @on(HeadersRead)
     @current_load
@@ -351,9 +351,9 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         except CheckpointError as e:
             self.notify(str(e), title="Quiz bank", severity="error", timeout=8)
             questions = []
-        state = self.model
-        if state.checkpoint is not None or state.training is not None:
-            questions += generate(state.checkpoint, state.training, state.resume, seed=None)
+        model = self.model
+        if model.checkpoint is not None or model.training is not None:
+            questions += generate(model.checkpoint, model.training, model.resume, seed=None)
         if not questions:
             self.notify("No quiz questions: the bank is unreadable and the checkpoint "
                         "is still being read.", title="Quiz", timeout=6)

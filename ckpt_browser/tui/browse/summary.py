@@ -20,37 +20,37 @@ def short_path(path: str, room: int) -> str:
     return path if len(path) <= room else "…" + path[-(room - 1):]
 
 
-def _weights_line(state: BrowseModel) -> str:
+def _weights_line(model: BrowseModel) -> str:
     """The weights' totals (the other components are counted apart, on the dtype line)."""
-    layout = state.layout
-    totals = state.totals()
-    tensors = totals.tensors if state.loaded else (state.index_tensor_count() or totals.tensors)
-    nbytes = totals.bytes if state.loaded or not layout.index or layout.index.total_size is None \
+    layout = model.layout
+    totals = model.totals()
+    tensors = totals.tensors if model.loaded else (model.index_tensor_count() or totals.tensors)
+    nbytes = totals.bytes if model.loaded or not layout.index or layout.index.total_size is None \
         else layout.index.total_size
-    params = count(totals.params) if state.loaded else "…"
-    failed = state.failed.get("load")
-    progress = "" if state.loaded else f" · stopped: {failed}" if failed else " reading…"
-    files = f"{state.total} file{'s' if state.total != 1 else ''}"
+    params = count(totals.params) if model.loaded else "…"
+    failed = model.failed.get("load")
+    progress = "" if model.loaded else f" · stopped: {failed}" if failed else " reading…"
+    files = f"{model.total} file{'s' if model.total != 1 else ''}"
     return (f"{files} · {tensors:,} tensors · {params} params · {size(nbytes)}"
-            f" · read {state.done}/{state.total}{progress}")
+            f" · read {model.done}/{model.total}{progress}")
 
 
-def _dtypes_line(state: BrowseModel) -> str:
-    if not state.shards:
+def _dtypes_line(model: BrowseModel) -> str:
+    if not model.shards:
         return "dtypes: …"
-    line = "dtypes: " + dtype_line(state.totals())
-    others = state.others()
+    line = "dtypes: " + dtype_line(model.totals())
+    others = model.others()
     if others:
         line += " · also " + ", ".join(f"{k} {v.tensors:,}" for k, v in others.items())
     return line
 
 
-def _state_line(state: BrowseModel, width: int) -> Text:
+def _state_line(model: BrowseModel, width: int) -> Text:
     """Framework, step, the resume verdict and the components that are not ok, on one line
     (cut to the width: the `t` and `r` views have the rest)."""
-    training = state.training
+    training = model.training
     if training is None:
-        failure = state.training_failure
+        failure = model.training_failure
         return Text(f"training state: not read: {failure}", style="bold red") if failure else \
             Text("training state: reading…", style="dim")
     head = training.framework
@@ -58,8 +58,8 @@ def _state_line(state: BrowseModel, width: int) -> Text:
         head += f" · step {training.step}"
     if training.ranks:
         head += f" · {training.ranks} rank{'s' if training.ranks != 1 else ''}"
-    if state.resume is not None:
-        head += f" · resume: {verdict_word(state.resume.verdict)}"
+    if model.resume is not None:
+        head += f" · resume: {verdict_word(model.resume.verdict)}"
     text = Text(head)
     if training.framework == "safetensors":
         text.append(" · weights only, no training state")
@@ -73,34 +73,34 @@ def _state_line(state: BrowseModel, width: int) -> Text:
     return text
 
 
-def summary_text(state: BrowseModel, width: int = 80) -> Text:
-    layout = state.layout
+def summary_text(model: BrowseModel, width: int = 80) -> Text:
+    layout = model.layout
     text = Text()
-    kind = layout.format if layout.format != "files" or state.training is None \
-        else state.training.framework
+    kind = layout.format if layout.format != "files" or model.training is None \
+        else model.training.framework
     room = max(20, width - len(kind) - 6)
     text.append(short_path(printable(layout.path), room), style="bold")
     text.append(f"  ({kind})\n")
-    text.append(_weights_line(state))
-    text.append("\n" + _dtypes_line(state))
+    text.append(_weights_line(model))
+    text.append("\n" + _dtypes_line(model))
     text.append("\n")
-    errors = sum(p.severity == "error" for p in state.problems)
-    warnings = sum(p.severity == "warning" for p in state.problems)
+    errors = sum(p.severity == "error" for p in model.problems)
+    warnings = sum(p.severity == "warning" for p in model.problems)
     if errors or warnings:  # before the state line: the summary may be cut at 6 lines
         text.append(f"{errors} error(s), {warnings} warning(s): press p to list them\n",
                     style="bold red" if errors else "bold yellow")
-    text.append(_state_line(state, width))
-    if state.pattern:
-        hits, total, files = state.match_counts()
-        text.append(f"\nfilter {printable(state.pattern)!r}: {hits:,} of {total:,} tensors in "
+    text.append(_state_line(model, width))
+    if model.pattern:
+        hits, total, files = model.match_counts()
+        text.append(f"\nfilter {printable(model.pattern)!r}: {hits:,} of {total:,} tensors in "
                     f"{files} files")
     return text
 
 
 class Summary(Static):
-    def __init__(self, state: BrowseModel, **kwargs) -> None:
+    def __init__(self, model: BrowseModel, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.model = state
+        self.model = model
 
     def refresh_summary(self) -> None:
         self.update(summary_text(self.model, self.app.size.width))

@@ -18,9 +18,9 @@ class CheckpointTree(Tree[Ref]):
     BINDINGS = [Binding("right", "expand_node", "Expand", show=False),
                 Binding("left", "collapse_node", "Collapse", show=False)]
 
-    def __init__(self, state: BrowseModel, **kwargs) -> None:
+    def __init__(self, model: BrowseModel, **kwargs) -> None:
         super().__init__("checkpoint", data=Ref("root"), **kwargs)
-        self.model = state
+        self.model = model
         self.mode = "file"
         self.show_root = False
         self.guide_depth = 2

@@ -67,11 +67,11 @@ class ValuesPanel(ForwardsWorkerErrors, Vertical):
         if self.session is not None and self.session.job is not None:
             self.session.job.cancel.set()  # quitting mid-read: the worker stops at its next block
 
-    def show(self, state: BrowseModel, ref: Ref | None) -> None:
+    def show(self, model: BrowseModel, ref: Ref | None) -> None:
         """The details pane shows `ref` now (of `state`: another checkpoint starts afresh)."""
-        if self.session is None or self.session.model is not state:
+        if self.session is None or self.session.model is not model:
             self.cancel()
-            self.session = ValuesSession(state)
+            self.session = ValuesSession(model)
         if tensor_key(ref) != tensor_key(self.ref):
             self._pinned = False  # another node: its details start at the top as usual
         self.ref = ref

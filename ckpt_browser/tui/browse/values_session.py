@@ -70,8 +70,8 @@ class StatsJob:
 class ValuesSession:
     """Everything `v` knows about one open checkpoint: results, notes, the running job."""
 
-    def __init__(self, state: BrowseModel) -> None:
-        self.model = state
+    def __init__(self, model: BrowseModel) -> None:
+        self.model = model
         self.results: dict[Key, object] = {}  # Key -> values.stats.Stats, for the session
         self.notes: dict[Key, str] = {}  # Key -> "cancelled" or the error, until run again
         self.job: StatsJob | None = None

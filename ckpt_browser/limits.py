@@ -132,9 +132,11 @@ def env(field: str) -> str:
 def readme_table() -> str:
     """The README's Limits table: one row per cap, from the fields and their defaults."""
     rows = ["| what | default | raised by |", "|---|---|---|"]
+    defaults = Limits()
     for f in dataclasses.fields(Limits):
         m = f.metadata
-        shown = _amount(f.default, m["unit"]) + (f" ({m['note']})" if m["note"] else "")
+        shown = _amount(getattr(defaults, f.name), m["unit"])
+        shown += f" ({m['note']})" if m["note"] else ""
         raised = f"`{m['env']}`" if m["env"] else "fixed" + (f" ({m['why']})" if m["why"] else "")
         rows.append(f"| {m['help']} | {shown} | {raised} |")
     return "\n".join(rows) + "\n"

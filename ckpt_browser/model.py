@@ -52,7 +52,7 @@ class TensorInfo(NamedTuple):
     """A tensor as its file describes it. A NamedTuple: 94,000 of these must be cheap."""
 
     name: str  # the full path inside its file: a header key, a dotted path through a pickle
-    dtype: str
+    dtype: str | None  # None: a DCP entry whose metadata gives no dtype (readers/load.py)
     shape: tuple[int, ...]
     file: str
     # safetensors: offsets in the data section, as in the header; other formats: absolute
@@ -76,7 +76,8 @@ class DtypeTotal(NamedTuple):
     params: int = 0
     bytes: int = 0
 
-    def __add__(self, other: DtypeTotal) -> DtypeTotal:
+    # only ever added to another DtypeTotal: tuple's concatenation is not wanted here
+    def __add__(self, other: DtypeTotal) -> DtypeTotal:  # type: ignore[override]
         return DtypeTotal(self.tensors + other.tensors, self.params + other.params,
                           self.bytes + other.bytes)
 
@@ -86,12 +87,12 @@ class Totals:
     tensors: int = 0
     params: int = 0
     bytes: int = 0
-    by_dtype: dict[str, DtypeTotal] = field(default_factory=dict)
+    by_dtype: dict[str | None, DtypeTotal] = field(default_factory=dict)
 
     @classmethod
     def of(cls, tensors, component: str | None = None) -> Totals:
         """Totals of `tensors`, or of those belonging to one component."""
-        by: dict[str, list[int]] = {}
+        by: dict[str | None, list[int]] = {}
         for _, dtype, _, _, begin, end, numel, kind, _ in tensors:
             if component is not None and kind != component:
                 continue
@@ -104,7 +105,7 @@ class Totals:
         return cls._from_rows(by)
 
     @classmethod
-    def _from_rows(cls, by: dict[str, list[int]]) -> Totals:
+    def _from_rows(cls, by: dict[str | None, list[int]]) -> Totals:
         by_dtype = {k: DtypeTotal(*v) for k, v in sorted(by.items(), key=lambda kv: str(kv[0]))}
         return cls(sum(v.tensors for v in by_dtype.values()),
                    sum(v.params for v in by_dtype.values()),

@@ -78,8 +78,11 @@ def int_from_text(text: str | bytes) -> int | HugeInt:
     most = limits.LIMITS.int_digits
     if len(text) <= most:  # the common case: one len() before the parse
         return int(text)
-    digits = text.strip().lstrip(b"+-" if isinstance(text, bytes) else "+-")
-    digits = digits.lstrip(b"0" if isinstance(text, bytes) else "0")
+    digits: str | bytes
+    if isinstance(text, bytes):
+        digits = text.strip().lstrip(b"+-").lstrip(b"0")
+    else:
+        digits = text.strip().lstrip("+-").lstrip("0")
     if len(digits) <= most:
         return int(text)
     if not digits.isdigit():

@@ -125,7 +125,7 @@ def newest_name(names) -> str:
 def named_checkpoints(folder: str, prefix: str = "") -> list[TimelineEntry]:
     """Children of `folder` named like checkpoints (one nesting level down too), unordered,
     from names alone: nothing is opened."""
-    found = []
+    found: list[TimelineEntry] = []
     try:
         names = os.listdir(folder)
     except OSError:

@@ -12,6 +12,7 @@ import io
 import os
 import re
 import stat
+from typing import Any
 
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem, natural_key
@@ -39,7 +40,8 @@ class _Record:
     __slots__ = ("kind", "fields")
 
     def __init__(self, kind: str):
-        self.kind, self.fields = kind, {}
+        self.kind = kind
+        self.fields: dict[str, Any] = {}
 
     def _pickle_build(self, state) -> None:
         if type(state) is tuple and len(state) == 2 and type(state[1]) is dict:
@@ -127,7 +129,8 @@ def read_dcp(folder: str, rel: str) -> DcpCheckpoint:
         metas = [n for n in names if RANK_METADATA.match(n)]
         problems.append(_no_metadata(where, names, metas))
     entries: dict[str, DcpEntry] = {}
-    version, unsafe, read_any = None, [], False
+    version, read_any = None, False
+    unsafe: list[str] = []
     for meta in metas:
         got = _read_metadata(os.path.join(folder, meta), where(meta))
         problems.extend(got.problems)
@@ -270,7 +273,7 @@ def _check_files(entries: dict[str, DcpEntry], files: dict[str, int], where) -> 
     past: dict[str, list] = {}
     for entry in entries.values():
         for c in entry.chunks:
-            if c.file is None:
+            if c.file is None or c.offset is None or c.length is None:  # all three or none
                 continue
             named[c.file] = named.get(c.file, 0) + 1
             size = files.get(c.file)

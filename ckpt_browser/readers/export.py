@@ -67,14 +67,21 @@ def read_export(zf: zipfile.ZipFile, root: str, name: str, size: int, locate) ->
 def _tensor(zf, root, folder, key, entry, storages, locate) -> TensorRef | None:
     if not isinstance(entry, dict) or entry.get("use_pickle"):
         return None
-    meta = entry.get("tensor_meta") if isinstance(entry.get("tensor_meta"), dict) else {}
-    dtype = SCALAR_TYPES.get(meta.get("dtype"))
-    sizes = meta.get("sizes") if isinstance(meta.get("sizes"), list) else None
-    if dtype is None or sizes is None:
+    meta = entry.get("tensor_meta")
+    if not isinstance(meta, dict):
+        meta = {}
+    code, sizes = meta.get("dtype"), meta.get("sizes")
+    # an int code only: a list or object there is unhashable (it raised TypeError here)
+    dtype = SCALAR_TYPES.get(code) if isinstance(code, int) else None
+    if dtype is None or not isinstance(sizes, list):
         return None
-    shape = tuple(s.get("as_int") for s in sizes if isinstance(s, dict))
-    if len(shape) != len(sizes) or not all(type(d) is int and 0 <= d < 2**62 for d in shape):
-        return None
+    dims: list[int] = []
+    for s in sizes:
+        d = s.get("as_int") if isinstance(s, dict) else None
+        if type(d) is not int or not 0 <= d < 2**62:
+            return None
+        dims.append(d)
+    shape = tuple(dims)
     stride = []
     step = 1
     for d in reversed(shape):

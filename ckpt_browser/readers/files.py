@@ -37,6 +37,8 @@ def sniff(head: bytes) -> str:
     if text in (b"{", b"["):
         return "json"
     first = _first_pickle(head)  # protocols 0 and 1 have no header: a pickle that ends here
+    if first is None:
+        return "other"
     return {"legacy": "torch-legacy", "pickle": "pickle"}.get(first, "other")
 
 
@@ -109,7 +111,7 @@ def _read(root: str, name: str, path: str) -> FileInfo:
         return pickle_info(path, name)
     if kind == "json":
         return FileInfo(name, path, size, format="json", detail="JSON")
-    problems = ()
+    problems: tuple[Problem, ...] = ()
     claim = claimed(name)
     if claim in ("torch", "json") and size:
         what = "a torch file" if claim == "torch" else "a JSON file"

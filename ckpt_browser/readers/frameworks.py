@@ -69,7 +69,7 @@ def _single_file(path: str) -> Detection:
     parent = os.path.basename(os.path.abspath(root))
     step, epoch, source = step_from_name(name if name.endswith(".ckpt") else parent)
     if name.endswith(".ckpt"):
-        roles = {k: (name,) for k in LIGHTNING_ROLES}
+        roles: dict[str, tuple[str, ...]] = {k: (name,) for k in LIGHTNING_ROLES}
         return Detection(path, root, "lightning", step, source, epoch, roles=roles)
     if name in ("model_optim_rng.pt", "distrib_optim.pt"):
         grand = os.path.basename(os.path.dirname(os.path.abspath(root)))

@@ -34,7 +34,9 @@ def read_index(path: str, name: str) -> IndexInfo:
         isinstance(v, str) for v in weight_map.values()
     ):
         raise ShardError('index has no "weight_map" object mapping tensor names to file names')
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     total = metadata.get("total_size")
     total = total if type(total) is int else None
     return IndexInfo(name, weight_map, total, metadata)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ckpt_browser.escape import printable
-from ckpt_browser.model import ERROR, WARNING, FileInfo, Layout, Problem
+from ckpt_browser.model import ERROR, WARNING, FileInfo, IndexInfo, Layout, Problem
 
 SHOW = 5  # names quoted per problem before "and N more"
 
@@ -18,7 +18,7 @@ def _names(names: list[str]) -> str:
 def cross_check(layout: Layout, shards: list[FileInfo]) -> list[Problem]:
     problems = _duplicates_across(shards)
     if layout.index is not None:
-        problems += _against_index(layout, shards)
+        problems += _against_index(layout, layout.index, shards)
     return problems
 
 
@@ -35,8 +35,7 @@ def _duplicates_across(shards: list[FileInfo]) -> list[Problem]:
             for (a, b), names in clashes.items()]
 
 
-def _against_index(layout: Layout, shards: list[FileInfo]) -> list[Problem]:
-    index = layout.index
+def _against_index(layout: Layout, index: IndexInfo, shards: list[FileInfo]) -> list[Problem]:
     expected: dict[str, list[str]] = defaultdict(list)
     for tname, fname in index.weight_map.items():
         expected[fname].append(tname)

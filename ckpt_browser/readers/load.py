@@ -91,8 +91,9 @@ def read_dcp_files(root: str, rel: str) -> list[FileInfo]:
         numel = 1
         for dim in shape:
             numel *= dim
-        rows.append(TensorInfo(key, e.dtype, shape, meta, 0, numel * ITEMSIZE.get(e.dtype, 1),
-                               numel, "other", False))
+        itemsize = ITEMSIZE.get(e.dtype, 1) if e.dtype is not None else 1
+        rows.append(TensorInfo(key, e.dtype, shape, meta, 0, numel * itemsize, numel, "other",
+                               False))
     meta_path = os.path.join(folder, ".metadata")
     try:
         size = os.path.getsize(meta_path)

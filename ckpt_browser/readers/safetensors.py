@@ -181,8 +181,7 @@ def _tensor(tname: str, entry, file: str) -> TensorInfo:
     if type(entry) is not dict:
         raise ShardError(f"tensor {tname!r}: entry is not an object")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    bits = DTYPE_BITS.get(dtype) if type(dtype) is str else None
-    if bits is None:
+    if type(dtype) is not str or (bits := DTYPE_BITS.get(dtype)) is None:
         raise ShardError(f"tensor {tname!r}: unknown dtype {dtype!r}")
     if type(shape) is not list:
         raise ShardError(f"tensor {tname!r}: shape {_shown(shape)} is not a list of "

@@ -19,7 +19,7 @@ import struct
 import threading
 import zipfile
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ckpt_browser import limits
@@ -51,6 +51,9 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER
 LEGACY_HEAD = 4096  # where the first pickle is looked for, to tell a legacy file (see is_legacy)
 MAX_STORAGE_PROBLEMS = 10
 READ_BUFFER = 1024  # a storage's 30-byte local header costs 1 KiB of reading, not 8
+# zipfile's reader of the end-of-central-directory record, and its size field (untyped privates)
+_END_RECORD = zipfile._EndRecData  # type: ignore[attr-defined]
+_ECD_SIZE: int = zipfile._ECD_SIZE  # type: ignore[attr-defined]
 
 
 _CACHE: OrderedDict[tuple, PickleFile] = OrderedDict()
@@ -127,7 +130,7 @@ def walk(obj: Any, prefix: str = "", *, max_depth: int | None = None) -> Iterato
                 owners.pop()
 
 
-def _children(node) -> list[tuple[str, Any]] | None:
+def _children(node) -> Sequence[tuple[str, Any]]:
     kind = type(node)
     if kind is dict:
         return [(str(k), v) for k, v in node.items()]
@@ -135,7 +138,7 @@ def _children(node) -> list[tuple[str, Any]] | None:
         return [(str(i), v) for i, v in enumerate(node)]
     if kind is Opaque:
         return [(str(i), v) for i, v in enumerate(node.args)] + list(node.fields.items())
-    return None
+    return ()
 
 
 def tensor_bytes(pf: PickleFile, t: TensorRef) -> tuple[int, tuple[int, int] | None]:
@@ -180,13 +183,13 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
     zf = check = None
     lim = limits.LIMITS
     try:
-        end = zipfile._EndRecData(f)  # the end-of-central-directory record, as ZipFile reads it
+        end = _END_RECORD(f)  # the end-of-central-directory record, as ZipFile reads it
         if end is None:
             return _failed(name, "torch-zip", size, "truncated zip: no central directory at the "
                            "end of the file (an interrupted save?)")
-        if end[zipfile._ECD_SIZE] > lim.zip_directory_bytes:
+        if end[_ECD_SIZE] > lim.zip_directory_bytes:
             return _failed(name, "torch-zip", size, f"zip central directory claims "
-                           f"{end[zipfile._ECD_SIZE]:,} bytes, over the "
+                           f"{end[_ECD_SIZE]:,} bytes, over the "
                            f"{lim.zip_directory_bytes:,}-byte limit "
                            f"({limits.env('zip_directory_bytes')} raises it)")
         zf = zipfile.ZipFile(f)
@@ -264,7 +267,7 @@ def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int,
     checks the CRC itself and still shows what torch.load would read."""
     if not verify:
         info = copy.copy(info)
-        info.CRC = None  # zipfile then skips its check
+        info.CRC = None  # type: ignore[assignment]  # zipfile then skips its check
     out = bytearray()
     with zf.open(info) as member:
         while len(out) < limit:
@@ -307,11 +310,11 @@ def _locate_zip(f, zf, root, declared, name, size, problems,
         if info.file_size < need:
             bad.append(f"storage record {record} has {info.file_size:,} bytes but the tensor "
                        f"needs {need:,}")
-        start = _data_start(f, info, size, starts)
-        if start is None:
+        found = _data_start(f, info, size, starts)
+        if found is None:
             bad.append(f"storage record {record}: no local header at byte {info.header_offset:,}")
             continue
-        start = start[0]
+        start = found[0]
         if start + info.file_size > size:
             bad.append(f"storage record {record} runs to byte {start + info.file_size:,} but the "
                        f"file has {size:,} (truncated?)")

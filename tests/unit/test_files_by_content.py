@@ -77,6 +77,20 @@ def test_export_archive_tensors_sit_where_torch_export_stored_them():
         assert raw[t.begin:t.end] == want, t.name
 
 
+@pytest.mark.parametrize("code", [[7], {"x": 7}, "F32", None])
+def test_an_export_dtype_that_is_no_int_code_leaves_the_tensor_unlisted(tmp_path, code):
+    # a list or object as the dtype code was an unhashable dict key: an internal error
+    path = tmp_path / "model.pt2"
+    config = {"config": {"w": {"tensor_meta": {"dtype": code, "sizes": [{"as_int": 2}]},
+                               "path_name": "weight_0"}}}
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("model/archive_format", "pt2")
+        zf.writestr("model/data/weights/model_weights_config.json", json.dumps(config))
+        zf.writestr("model/data/weights/weight_0", bytes(8))
+    (f,) = open_checkpoint(str(path)).files
+    assert f.format == "export" and f.tensors == ()
+
+
 def test_a_torch_zip_named_safetensors_is_read_as_a_torch_zip(tmp_path):
     torch.save(model().state_dict(), tmp_path / "model.safetensors")
     ckpt = open_checkpoint(str(tmp_path / "model.safetensors"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pickle
 import struct
+from typing import Any, ClassVar
 
 from ckpt_browser import limits
 from ckpt_browser.readers.pickle_safe.hashing import Hashing, fast_key
@@ -42,7 +43,7 @@ class Containers(Hashing):
     """Mixed into a pickle._Unpickler that has `note(message)`; `dispatch` holds only the
     opcodes overridden here."""
 
-    dispatch: dict = {}
+    dispatch: ClassVar[dict[int, Any]] = {}
 
     def __init__(self, file):
         super().__init__(file)
@@ -77,7 +78,7 @@ class Containers(Hashing):
     def _merge_state(self, inst: Opaque, state) -> None:
         new, old = _normal(state), inst.state
         if type(old) is dict or (old is None and type(new) is dict):
-            own = self._state_of(inst)
+            own = self._own_state(inst)
             if type(new) is dict:
                 self.setitems(own, [x for kv in new.items() for x in kv])
             else:
@@ -85,22 +86,21 @@ class Containers(Hashing):
         else:
             object.__setattr__(inst, "state", new)
 
-    def _state_of(self, inst: Opaque) -> dict | None:
-        """inst's state as a dict of ours to fill in place; None when it is not a dict."""
+    def _own_state(self, inst: Opaque) -> dict:
+        """inst's state, None or a dict, as a dict of ours to fill in place."""
         state = inst.state
-        if state is None or (type(state) is dict and id(state) not in self._mine):
+        if state is None or id(state) not in self._mine:
             state = {} if state is None else dict(state)
             self._mine[id(state)] = state
             object.__setattr__(inst, "state", state)
-        return state if type(state) is dict else None
+        return state
 
     def _part(self, inst: Opaque, key: str, empty):
         """inst's __dictitems__ or __items__, ours, to extend; None when its state is not a
         dict (the items then replace it)."""
-        state = self._state_of(inst)
-        if state is None:  # a list or atom state: the items replace it
-            object.__setattr__(inst, "state", None)
-            state = self._state_of(inst)
+        if inst.state is not None and type(inst.state) is not dict:
+            object.__setattr__(inst, "state", None)  # a list or atom state: the items replace it
+        state = self._own_state(inst)
         part = state.get(key)
         if id(part) not in self._mine:
             part = state[key] = empty
@@ -189,7 +189,9 @@ class Containers(Hashing):
     def hashables(self, items, target=None) -> list:
         """The items a set may hold: unhashable ones left out, crowded ones as placeholders.
         `target`: the set they go into (ADDITEMS comes in batches), else a new one."""
-        out, counts, crowded = [], {} if target is None else None, self._placeholders
+        out: list = []
+        counts: dict | None = {} if target is None else None
+        crowded = self._placeholders
         for x in items:
             try:
                 out.append(x if fast_key(x) else self.admitted(target, x, counts))

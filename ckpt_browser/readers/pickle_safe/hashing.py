@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from ckpt_browser import limits
+from ckpt_browser.readers.pickle_safe.host import UnpicklerHost
 
 SMALL = sys.hash_info.modulus  # 2**61 - 1: an int in (-SMALL, SMALL) hashes to itself
 FAST_KEYS = (str, bytes, bool, type(None))
@@ -23,7 +24,7 @@ def fast_key(key) -> bool:
     return kind in FAST_KEYS or (kind is int and -SMALL < key < SMALL)
 
 
-class Hashing:
+class Hashing(UnpicklerHost):
     """Mixed into a pickle._Unpickler that has `note(message)`, `notes` and `_pins`."""
 
     def __init__(self, file):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pickle
 import struct
+from typing import Any, ClassVar
 
 from ckpt_browser import limits
+from ckpt_browser.readers.pickle_safe.host import UnpicklerHost
 from ckpt_browser.standins import HugeInt, bounded_int, int_from_text
 
 _MEMO_INDEX = 2**63
@@ -39,10 +41,10 @@ def _memo_index(line: bytes, what: str) -> int:
     return i
 
 
-class Numbers:
+class Numbers(UnpicklerHost):
     """Mixed into a pickle._Unpickler that has `note(message)`."""
 
-    dispatch: dict = {}
+    dispatch: ClassVar[dict[int, Any]] = {}
 
     def _shown(self, n):
         if type(n) is HugeInt:

@@ -49,6 +49,8 @@ def _tensor(storage, offset, size, stride, requires_grad, dtype=None) -> TensorR
     if dtype is not None and dtype != storage.dtype:  # v3: an untyped (byte) storage
         if type(dtype) is not str or dtype not in ITEMSIZE:
             raise BadCall(f"dtype is {short(dtype)}")
+        if numel is None:  # never, as every TensorRef a pickle builds has one (export's lack it)
+            raise BadCall("the storage's size is unknown")
         unit, size_of = ITEMSIZE[storage.dtype], ITEMSIZE[dtype]
         base, numel = base * unit // size_of, numel * unit // size_of
     return TensorRef(dtype or storage.dtype, shape, strides, storage.storage_key, base + offset,
@@ -56,7 +58,8 @@ def _tensor(storage, offset, size, stride, requires_grad, dtype=None) -> TensorR
 
 
 def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, acc = [], 1
+    strides: list[int] = []
+    acc = 1
     for d in reversed(shape):
         strides.insert(0, acc)
         acc *= max(d, 1)
@@ -64,7 +67,8 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def rebuild_tensor(u, args):  # _rebuild_tensor(storage, offset, size, stride)
-    return _tensor(*arity(args, 4, 4), False)
+    storage, offset, size, stride = arity(args, 4, 4)
+    return _tensor(storage, offset, size, stride, False)
 
 
 def rebuild_tensor_v2(u, args):  # (storage, offset, size, stride, requires_grad, hooks[, metadata])

@@ -91,7 +91,7 @@ class SafeUnpickler(Numbers, Containers, _P):
                 if len(memo) > max_memo:
                     raise Limit(f"pickle memo holds more than {max_memo:,} objects "
                                 f"({limits.env('pickle_memo')} raises it)")
-        except pickle._Stop as stop:
+        except pickle._Stop as stop:  # type: ignore[attr-defined]  # pure-Python pickle's, untyped
             return stop.value
 
     def load_frame(self):
@@ -100,7 +100,8 @@ class SafeUnpickler(Numbers, Containers, _P):
 
     def release(self) -> None:
         """Drop what the read holds besides its result."""
-        self.stack = self.metastack = None
+        # None, not []: nothing runs an opcode after release(), and one that did would fail
+        self.stack = self.metastack = None  # type: ignore[assignment]
         self.memo.clear()
         self._pins.clear()
 

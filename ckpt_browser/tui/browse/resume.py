@@ -18,6 +18,8 @@ from ckpt_browser.report.resume import verdict_line
 from ckpt_browser.report.words import GOOD_STATUSES, SEVERITY_STYLE, VERDICT_STYLE, status_word
 from ckpt_browser.tui.common.modals import CloseableModal
 
+READING = "Reading the training state… the verdict shows here when it is read."
+
 
 def verdict_text(report: ResumeReport) -> Text:
     """The same headline as `ckpt-browser check`."""
@@ -43,16 +45,27 @@ def finding_text(f) -> Text:
 
 
 class ResumeScreen(CloseableModal[Finding | None]):
-    """Returns the chosen Finding through dismiss(), or None."""
+    """Returns the chosen Finding through dismiss(), or None. Opened before the training
+    state is read (`report` None), it says so and fills in when the browser calls `show`."""
 
     also_closes = ("r",)
 
-    def __init__(self, report: ResumeReport) -> None:
+    def __init__(self, report: ResumeReport | None, waiting: str = READING) -> None:
         super().__init__()
         self.report = report
+        self.waiting = waiting
+
+    async def show(self, report: ResumeReport | None, waiting: str = READING) -> None:
+        self.report, self.waiting = report, waiting
+        await self.recompose()
+        self._focus_findings()
 
     def compose(self) -> ComposeResult:
         r = self.report
+        if r is None:
+            with Vertical(id="resume-box", classes="modal-box"):
+                yield Static(Text(self.waiting, style="bold"), id="resume-verdict")
+            return
         with Vertical(id="resume-box", classes="modal-box"):
             yield Static(verdict_text(r), id="resume-verdict")
             step = f"step {r.step}" if r.step is not None else "step unknown"
@@ -67,7 +80,10 @@ class ResumeScreen(CloseableModal[Finding | None]):
                 yield Static(Text("No findings."), id="resume-findings-none")
 
     def on_mount(self) -> None:
-        if self.report.findings:
+        self._focus_findings()
+
+    def _focus_findings(self) -> None:
+        if self.report is not None and self.report.findings:
             self.query_one(OptionList).focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

@@ -25,7 +25,7 @@ from ckpt_browser.tui.browse.messages import (
     TrainingRead,
 )
 from ckpt_browser.tui.browse.model import BrowseModel
-from ckpt_browser.tui.browse.resume import ResumeScreen
+from ckpt_browser.tui.browse.resume import READING, ResumeScreen
 from ckpt_browser.tui.browse.summary import Summary
 from ckpt_browser.tui.browse.timeline import TimelineScreen
 from ckpt_browser.tui.browse.tree import CheckpointTree
@@ -174,10 +174,11 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         self._tree.refresh_shards([s.name for s in message.batch])
         self._summary.refresh_summary()
         self._refresh_details()
+        self._refresh_problems()
 
     @on(LoadFinished)
     @current_load
-    def _load_finished(self, message: LoadFinished) -> None:
+    async def _load_finished(self, message: LoadFinished) -> None:
         self.model.checkpoint = message.checkpoint
         self.load_training()
         if self._tree.mode == "file":  # the module view waits for ModulesReady
@@ -185,6 +186,7 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         self._summary.refresh_summary()
         self._refresh_details()
         self._report_errors()
+        await self._refresh_windows()
 
     def _report_errors(self) -> None:
         errors = sum(p.severity == "error" for p in self.model.problems)
@@ -195,7 +197,7 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
 
     @on(TrainingRead)
     @current_load
-    def _training_read(self, message: TrainingRead) -> None:
+    async def _training_read(self, message: TrainingRead) -> None:
         self.model.training = message.training
         self.model.resume = message.resume
         if self._tree.mode == "state":
@@ -203,6 +205,7 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         if message.training.problems and self.model.loaded:
             self._report_errors()
         self._summary.refresh_summary()
+        await self._refresh_windows()
 
     @on(ModulesReady)
     @current_load
@@ -225,6 +228,7 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         if self._tree.mode == "state":
             self._rebuild_tree()
         self._summary.refresh_summary()
+        self.call_later(self._refresh_windows)
 
     # -- selection ----------------------------------------------------------------------
     @on(Tree.NodeHighlighted)
@@ -307,10 +311,8 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         self.query_one(Details).values.cancel()
 
     def action_resume(self) -> None:
-        report = self.model.resume
-        if report is None:
-            self.notify("Still reading the training state…", timeout=3)
-            return
+        """The verdict; opened while the training state is still read, it says so and
+        fills in when the read ends (`_refresh_windows`)."""
 
         def chosen(finding) -> None:
             if finding is not None and finding.file:
@@ -320,10 +322,32 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
                     tree.reveal_file(finding.file)
                 tree.focus()
 
-        self.app.push_screen(ResumeScreen(report), chosen)
+        self.app.push_screen(ResumeScreen(self.model.resume, self._resume_waiting()), chosen)
+
+    def _resume_waiting(self) -> str:
+        failed = self.model.failed.get("training") or self.model.failed.get("load")
+        return f"No verdict: reading stopped ({failed})." if failed else READING
 
     def action_problems(self) -> None:
-        self.app.push_screen(ProblemsScreen(self.model.problems))
+        self.app.push_screen(ProblemsScreen(self.model.problems, self._reading()))
+
+    def _reading(self) -> bool:
+        """Still reading something that may find problems."""
+        model = self.model
+        return not model.failed and (not model.loaded or model.training is None)
+
+    async def _refresh_windows(self) -> None:
+        """Open windows of this checkpoint show what was read since they opened."""
+        self._refresh_problems()
+        for screen in self.app.screen_stack:
+            if isinstance(screen, ResumeScreen) and (screen.report is not self.model.resume or
+                                                     screen.waiting != self._resume_waiting()):
+                await screen.show(self.model.resume, self._resume_waiting())
+
+    def _refresh_problems(self) -> None:
+        for screen in self.app.screen_stack:
+            if isinstance(screen, ProblemsScreen):
+                screen.show(self.model.problems, self._reading())
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())

@@ -46,7 +46,7 @@ class TextModal(CloseableModal[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id=self.box_id, classes="modal-box"):
             if self.title_text:
-                yield Static(Text(self.title_text, style="bold"))
+                yield Static(Text(self.title_text, style="bold"), classes="modal-title")
             yield Static(self.body, id=self.body_id, classes="text-body")
             if self.note:
                 yield Static(self.note, classes="dim-note")

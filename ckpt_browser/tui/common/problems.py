@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.widgets import Static
 
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import SEVERITY_STYLE
@@ -21,7 +22,19 @@ def problems_text(problems) -> Text:
 
 
 class ProblemsScreen(TextModal):
-    def __init__(self, problems) -> None:
-        super().__init__(f"Problems ({len(problems)})", problems_text(problems), closes=("p",),
+    """Stays current: the browser calls `show` when reading finds more problems."""
+
+    def __init__(self, problems, reading: bool = False) -> None:
+        super().__init__(_title(problems, reading), problems_text(problems), closes=("p",),
                          box_id="problems-box", body_id="problems-list")
         self.problems = problems
+
+    def show(self, problems, reading: bool = False) -> None:
+        self.problems = problems
+        self.query_one(".modal-title", Static).update(Text(_title(problems, reading),
+                                                           style="bold"))
+        self.query_one("#problems-list", Static).update(problems_text(problems))
+
+
+def _title(problems, reading: bool) -> str:
+    return f"Problems ({len(problems)})" + (" · still reading, more may come" if reading else "")

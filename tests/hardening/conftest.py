@@ -313,7 +313,7 @@ async def walk_browser(app, pilot, texts: dict[str, str], help_too: bool = True)
     from ckpt_browser.tui.common.quiz import QuizScreen
 
     await settle(app, pilot)
-    if app.first.timeline:  # a folder of checkpoints opens with the list of them on top
+    if app.first.picker_first:  # a folder of checkpoints opens with the list of them on top
         assert isinstance(app.screen, TimelineScreen), app.screen_stack
         texts["c-first"] = screen_text(app)
         await pilot.press("escape")

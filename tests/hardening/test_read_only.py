@@ -120,7 +120,7 @@ async def browser_session(path: str) -> list[str]:
     app = open_browser(path)
     async with app.run_test(size=(80, 24), message_hook=watch) as pilot:
         await settle(app, pilot)
-        if app.first.timeline:  # the list of checkpoints is on top: take the next one
+        if app.first.picker_first:  # the list of checkpoints is on top: take the next one
             await pilot.press("down", "enter")
             await settle(app, pilot)
         tree = app.query_one(CheckpointTree)

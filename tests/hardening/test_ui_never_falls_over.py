@@ -116,7 +116,7 @@ async def test_sample_at_every_size(name, isolated, monkeypatch):
     app = open_browser(name)
     async with app.run_test(size=(80, 24), message_hook=watch) as pilot:
         await settle(app, pilot)
-        if app.first.timeline:
+        if app.first.picker_first:
             await pilot.press("escape")  # the list of checkpoints opens first
             await pilot.pause()
         texts["main"] = texts["t"] = screen_text(app)

@@ -3,6 +3,8 @@
 import json
 import os
 
+from textual.widgets import Static
+
 from ckpt_browser.readers import open_layout
 from ckpt_browser.readers.checkpoints import find_checkpoints
 from ckpt_browser.tui.app import make_app
@@ -167,3 +169,19 @@ async def test_optimizer_ids_stay_unnamed_when_the_groups_reorder_them(monkeypat
                   torch.load(path, weights_only=True)["model"]}
         assert state.children and not any(str(c.label).endswith(tuple(params))
                                           for c in state.children)
+
+
+async def test_a_folder_of_one_checkpoint_opens_it_without_the_picker(monkeypatch, tmp_path):
+    import shutil
+
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    shutil.copytree(SAMPLES / "tiny-llama-run" / "checkpoint-6", tmp_path / "run" / "checkpoint-6")
+    folder = str(tmp_path / "run")
+    entries = find_checkpoints(folder)
+    app = make_app(open_layout(entries[0].path), (folder, entries))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(app, pilot)
+        assert not isinstance(app.screen, TimelineScreen)  # nothing to pick from
+        await pilot.press("c")  # the list is still there, with its one row
+        assert isinstance(app.screen, TimelineScreen)
+        assert "1 checkpoint in" in plain(app.screen.query_one(Static))

@@ -59,8 +59,14 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         self.query_one(Details).border_title = "details"
         self._tree.focus()
         self._start()
-        if self.timeline:
+        if self.picker_first:
             self.action_timeline()
+
+    @property
+    def picker_first(self) -> bool:
+        """A folder of several checkpoints opens with their list on top; a folder of one
+        opens that one (there is nothing to pick)."""
+        return bool(self.timeline) and len(self.timeline[1]) > 1
 
     def _start(self) -> None:
         """Show the current state's skeleton and start reading it."""

@@ -37,8 +37,9 @@ class TimelineScreen(CloseableModal[tuple[str, str] | None]):
         with Vertical(id="timeline-box", classes="modal-box"):
             what = "Enter diffs one against the open checkpoint" if self.compare else \
                 "Enter opens one, d diffs it against the open one"
-            yield Static(Text(f"{len(self.entries)} checkpoints in {printable(self.folder)}, "
-                              f"newest first: {what}", style="bold"))
+            n = len(self.entries)
+            yield Static(Text(f"{n} checkpoint{'s' if n != 1 else ''} in "
+                              f"{printable(self.folder)}, newest first: {what}", style="bold"))
             yield OptionList(*[Option(entry_text(e), id=str(i))
                                for i, e in enumerate(self.entries)], id="timeline-list")
 

@@ -118,8 +118,11 @@ def newest_first(entries: list[TimelineEntry]) -> list[TimelineEntry]:
 def newest_name(names) -> str:
     """The newest of several checkpoint names in one folder (DeepSpeed tags, Megatron
     iterations), by the same rule: highest number, then the name."""
-    return max(names, key=lambda n: (name_number(n)[0] if name_number(n)[0] is not None
-                                     else -1, natural_key(n)))
+    def order(name: str) -> tuple:
+        number = name_number(name)[0]
+        return (number if number is not None else -1, natural_key(name))
+
+    return max(names, key=order)
 
 
 def named_checkpoints(folder: str, prefix: str = "") -> list[TimelineEntry]:

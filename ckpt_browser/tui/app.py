@@ -12,7 +12,7 @@ from textual.worker import Worker
 
 from ckpt_browser.escape import printable
 from ckpt_browser.model import Layout
-from ckpt_browser.tui.keys import BROWSE, DIFF, Key
+from ckpt_browser.tui.keys import Key
 
 
 class CkptApp(App[int]):
@@ -41,8 +41,7 @@ class CkptApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        keys = {"BrowseScreen": BROWSE, "DiffScreen": DIFF}.get(type(screen).__name__, ())
-        yield from palette_commands(screen, keys)
+        yield from palette_commands(screen, getattr(screen, "KEYS", ()))
 
 
 def palette_commands(screen: Screen, keys: Iterable[Key]) -> Iterable[SystemCommand]:

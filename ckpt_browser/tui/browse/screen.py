@@ -38,7 +38,8 @@ from ckpt_browser.tui.keys import BROWSE, bindings
 
 class BrowseScreen(ForwardsWorkerErrors, Screen):
     TITLE = "ckpt-browser"
-    BINDINGS = bindings(BROWSE)
+    KEYS = BROWSE  # the footer, the palette and the help window come from it
+    BINDINGS = bindings(KEYS)
 
     def __init__(self, layout: Layout, timeline: tuple[str, list] | None = None) -> None:
         super().__init__()

@@ -36,7 +36,8 @@ SUMMARY_EVERY = 1.0  # seconds between recounts of the statuses while comparing
 
 class DiffScreen(ForwardsWorkerErrors, Screen):
     TITLE = "ckpt-browser diff"
-    BINDINGS = bindings(DIFF)  # footer order; at 80 columns "q Quit" must still show
+    KEYS = DIFF  # the footer, the palette and the help window come from it
+    BINDINGS = bindings(KEYS)  # footer order; at 80 columns "q Quit" must still show
     comparing: reactive[bool] = reactive(False, init=False)
 
     def __init__(self, a: Side | str, b: Side | str, opts: Options | None = None) -> None:

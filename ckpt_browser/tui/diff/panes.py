@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ckpt_browser.escape import printable
+from ckpt_browser.report.styles import ALERT
 from ckpt_browser.report.words import full_number, short_number
 from ckpt_browser.tui.browse.summary import short_path
 from ckpt_browser.tui.diff import rows as diff_rows
@@ -42,7 +43,7 @@ def side_line(which: str, side: Side, width: int) -> Text:
     text = Text(f"{which}  ", style="bold")
     text.append(short_path(printable(side.path), room), style="bold")
     text.append(f"  {tail}" if tail else "")
-    text.append(trouble, style="bold red" if errors else "bold")
+    text.append(trouble, style=ALERT if errors else "bold")
     return text
 
 
@@ -101,7 +102,7 @@ def summary_text(a: Side, b: Side, rows: list[Row] | None, state_rows: list[Row]
     if rows is None:
         if failed:
             text.append(f"\ncould not pair the tensor names: {printable(failed)}",
-                        style="bold red")
+                        style=ALERT)
         else:
             text.append("\ncomparing tensor names…", style="dim")
         return text
@@ -137,14 +138,14 @@ def _side_text(which: str, loc, row_name: str) -> Text:
     if loc.name != row_name:
         text.append(f" · named {printable(loc.name)}")
     if loc.problem:
-        text.append(f" · unreadable: {printable(loc.problem)}", style="bold red")
+        text.append(f" · unreadable: {printable(loc.problem)}", style=ALERT)
     return text
 
 
 def _values_text(row: Row) -> Text:
     v = row.values
     if row.error:
-        return Text(f"values unreadable: {printable(row.error)}", style="bold red")
+        return Text(f"values unreadable: {printable(row.error)}", style=ALERT)
     if v is None:
         if row.comparable:
             return Text("values not compared (v: all tensors, c: this one)", style="dim")

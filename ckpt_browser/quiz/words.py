@@ -10,13 +10,19 @@ WORDS = {
            "review": "Review of misses", "no_misses": "No misses.", "prompt":
            "Answer (1-4 or a-d, q stops): ", "retry": "Type 1-4 or a-d (q stops).",
            "next": "Enter: next question", "last": "Enter: see the score", "done": "Quiz over.",
-           "stopped": "Stopped.", "chose": "you chose {chosen}"},
+           "stopped": "Stopped.", "chose": "you chose {chosen}",
+           "mark_answer": "<- correct answer", "mark_choice": "<- your choice",
+           "hint": "1-4 or a-d answer · Enter next · l tiếng Việt · Esc close",
+           "not_saved": "Quiz progress not saved: {error}"},
     "vi": {"question": "Câu {n} / {total}", "right": "ĐÚNG.",
            "wrong": "SAI: đáp án là {answer}.", "why": "Vì sao", "score": "Điểm: {right}/{n}",
            "review": "Xem lại các câu sai", "no_misses": "Không sai câu nào.", "prompt":
            "Trả lời (1-4 hoặc a-d, q để dừng): ", "retry": "Gõ 1-4 hoặc a-d (q để dừng).",
            "next": "Enter: câu tiếp theo", "last": "Enter: xem điểm", "done": "Hết bài.",
-           "stopped": "Đã dừng.", "chose": "bạn chọn {chosen}"},
+           "stopped": "Đã dừng.", "chose": "bạn chọn {chosen}",
+           "mark_answer": "<- đáp án đúng", "mark_choice": "<- bạn đã chọn",
+           "hint": "1-4 hoặc a-d trả lời · Enter tiếp · l English · Esc đóng",
+           "not_saved": "Chưa lưu được tiến độ bài trắc nghiệm: {error}"},
 }
 
 

@@ -104,3 +104,24 @@ async def test_quiz_is_in_footer_and_command_palette(sample_app, quiz_env):
         assert keys.index("z") == keys.index("q") + 1  # right after Quit in the footer
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Quiz" in titles
+
+
+async def test_vietnamese_mode_has_no_english_words_of_its_own(sample_app, quiz_env):
+    """The marks beside the options and the key hint were English in Vietnamese mode."""
+    from ckpt_browser.quiz.words import WORDS
+
+    app = sample_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("z", "l")
+        screen = app.screen
+        shown = screen.session.current
+        await pilot.press("abcd"[(shown.answer + 1) % 4])  # a wrong answer: both marks show
+        on_screen = "\n".join(text(screen, w) for w in
+                              ("#quiz-status", "#quiz-options", "#quiz-feedback", "#quiz-hint"))
+        assert "<- đáp án đúng" in on_screen and "<- bạn đã chọn" in on_screen
+        assert "1-4 hoặc a-d trả lời" in on_screen
+        for english in ("correct answer", "your choice", "answer ·", "close", "Question",
+                        "Score", "WRONG", "Enter: next"):
+            assert english not in on_screen, english
+        assert set(WORDS["en"]) == set(WORDS["vi"])  # every word has its translation

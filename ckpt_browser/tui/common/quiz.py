@@ -1,7 +1,7 @@
 """`z`: the quiz. Keyboard only: 1-4 or a-d answer, Enter next, l switches language, Esc closes.
 
 Right and wrong are said in words (RIGHT / WRONG, "correct answer", "your choice"), so the screen
-reads the same without colour.
+reads the same without colour; every word of it is in the quiz's language (quiz/words.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from ckpt_browser.escape import printable
 from ckpt_browser.quiz.progress import Progress, save_progress
 from ckpt_browser.quiz.session import Feedback, Session
 from ckpt_browser.quiz.words import LETTERS, word
+from ckpt_browser.report.styles import ALERT, GOOD
 from ckpt_browser.tui.common.modals import CloseableModal
 
 COUNT = 10
-HINT = {"en": "1-4 or a-d answer · Enter next · l tiếng Việt · Esc close",
-        "vi": "1-4 hoặc a-d trả lời · Enter tiếp · l English · Esc đóng"}
 
 
 class QuizScreen(CloseableModal[None]):
@@ -82,7 +81,8 @@ class QuizScreen(CloseableModal[None]):
         try:
             save_progress(self.progress)
         except OSError as e:
-            self.app.notify(f"Quiz progress not saved: {e}", severity="warning", timeout=6)
+            self.app.notify(word(self.lang, "not_saved", error=e), severity="warning",
+                            timeout=6)
         self.progress = None  # saved once
 
     # -- rendering ------------------------------------------------------------------------
@@ -93,7 +93,7 @@ class QuizScreen(CloseableModal[None]):
                  else word(lang, "done"))
         status = f"{where} · {word(lang, 'score', right=right, n=n)} · {lang.upper()}"
         self.query_one("#quiz-status", Static).update(Text(status, style="bold"))
-        self.query_one("#quiz-hint", Static).update(HINT[lang])
+        self.query_one("#quiz-hint", Static).update(word(lang, "hint"))
         if s.done:
             self._show_review()
             return
@@ -108,9 +108,9 @@ class QuizScreen(CloseableModal[None]):
         for i, option in enumerate(shown.options(self.lang)):
             mark, style = "", ""
             if fb is not None and i == fb.answer:
-                mark, style = "  <- correct answer", "bold green"
+                mark, style = "  " + word(self.lang, "mark_answer"), GOOD
             elif fb is not None and i == fb.chosen:
-                mark, style = "  <- your choice", "bold red"
+                mark, style = "  " + word(self.lang, "mark_choice"), ALERT
             out.append(f"{i + 1}/{LETTERS[i]}) {printable(option)}{mark}\n", style=style)
         return out
 
@@ -121,7 +121,7 @@ class QuizScreen(CloseableModal[None]):
         shown_answer = f"{fb.answer + 1}) {fb.shown.options(fb.lang)[fb.answer]}"
         head = word(fb.lang, "right") if fb.correct else word(fb.lang, "wrong",
                                                                answer=shown_answer)
-        out = Text(printable(head) + "\n", style="bold green" if fb.correct else "bold red")
+        out = Text(printable(head) + "\n", style=GOOD if fb.correct else ALERT)
         if not fb.correct:
             out.append(printable(f"{word(fb.lang, 'chose', chosen=fb.chosen + 1)}: {fb.why}")
                        + "\n")

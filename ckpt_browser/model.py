@@ -205,6 +205,7 @@ class Layout:
     shards: tuple[str, ...] = ()
     dcp: tuple[str, ...] = ()  # DCP folders, relative to root ("" the root itself)
     detection: object = None  # what the file and folder names say (readers.detection.Detection)
+    shown_as: str = ""  # how screens name it when not by its path (the bundled sample)
 
 
 @dataclass(frozen=True)

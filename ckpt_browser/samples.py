@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 DEFAULT_SAMPLE = "tiny-llama-run/checkpoint-6"
+SHOWN_AS = f"bundled sample ({DEFAULT_SAMPLE})"  # not its site-packages path
 
 
 def samples_dir() -> Path:

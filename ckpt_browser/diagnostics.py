@@ -81,7 +81,10 @@ RETURNS: dict[str, Returns] = {
     "check": Returns(((ExitCode.OK, "exact"), (ExitCode.INEXACT, "inexact"),
                       (ExitCode.WEIGHTS_ONLY, "weights-only"),
                       (ExitCode.DAMAGED, "broken (for a folder of checkpoints: the newest one's "
-                       "verdict)"), _USAGE, _BUG)),
+                       "verdict)"),
+                      (ExitCode.USAGE, "usage error, nothing readable at PATH, or PATH is one "
+                       "shard whose folder lacks the index or other shards (no verdict: check "
+                       "the folder)"), _BUG)),
     "quiz": Returns(((ExitCode.OK, "fine (also when stopped early)"),
                      (ExitCode.USAGE, "usage error or an unreadable question bank or --from "
                       "PATH"), _BUG)),

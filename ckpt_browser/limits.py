@@ -96,6 +96,10 @@ class Limits:
     dcp_wrapper_bytes: int = _cap(
         1 * MiB, "`stats`/`diff --values`: the archive around a DCP chunk, beyond its data",
         unit="bytes")
+    stats_bytes: int = _cap(
+        64 * 1024 * MiB, "`stats`: tensor bytes one run reads, all tensors together",
+        env="CKPT_BROWSER_MAX_STATS_BYTES", unit="bytes",
+        note="`--max-bytes` raises it for one run; `stats` says what it would read")
     remote_files: int = _cap(
         20_000, "remote: files listed under one URL", why="point at one checkpoint")
     remote_depth: int = _cap(

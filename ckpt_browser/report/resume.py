@@ -7,7 +7,7 @@ import os
 
 from ckpt_browser.escape import printable
 from ckpt_browser.model import ResumeReport, ResumeTimeline
-from ckpt_browser.report.words import verdict_sentence, verdict_word
+from ckpt_browser.report.words import file_list, plural, verdict_sentence, verdict_word
 
 
 def resume_doc(report: ResumeReport) -> dict:
@@ -45,17 +45,31 @@ def resume_text(report: ResumeReport) -> str:
     if report.step is not None:
         about.append(f"step {report.step}")
     if report.ranks:
-        about.append(f"{report.ranks} rank{'s' if report.ranks != 1 else ''}")
+        about.append(plural(report.ranks, "rank"))
     lines = [verdict_line(report), f"path     {report.path} ({', '.join(about)})", "",
              "components"]
-    for kind, c in report.components.items():
-        lines.append(f"  {kind:<10} {c.status:<11} {', '.join(c.files) or '-'}")
-        if c.detail:
-            lines.append(f"  {'':<10} {c.detail}")
+    lines += component_lines(report.components, shown=None)
     lines += ["", f"findings ({len(report.findings)})" if report.findings else "findings: none"]
     for f in report.findings:
         lines.append(f"  {f.severity:<7} {f.component:<10} {f.message}")
     return "\n".join(printable(line) for line in lines)
+
+
+def component_lines(components, shown: int | None = 3) -> list[str]:
+    """One row per component (its files compacted by `file_list`), and each detail sentence
+    once: components in a row that share one ("a weights-only folder: ...") show it after
+    the last of them, as "these 5: ..."."""
+    comps = list(components.items())
+    lines = []
+    for i, (kind, c) in enumerate(comps):
+        lines.append(f"  {kind:<10} {c.status:<11} {file_list(c.files, shown) or '-'}")
+        if not c.detail or (i + 1 < len(comps) and comps[i + 1][1].detail == c.detail):
+            continue
+        run = 1
+        while run <= i and comps[i - run][1].detail == c.detail:
+            run += 1
+        lines.append(f"  {'':<10} {f'these {run}: ' if run > 1 else ''}{c.detail}")
+    return lines
 
 
 def timeline_resume_text(timeline: ResumeTimeline) -> str:

@@ -6,13 +6,8 @@ from collections import Counter
 
 from ckpt_browser.escape import printable
 from ckpt_browser.model import Checkpoint, Totals
-from ckpt_browser.report.words import count, size
-
-
-def name_list(names, n: int = 3) -> str:
-    names = list(names)
-    shown = ", ".join(names[:n])
-    return shown + (f" and {len(names) - n:,} more" if len(names) > n else "")
+from ckpt_browser.report.resume import component_lines
+from ckpt_browser.report.words import count, plural, size
 
 
 def dtype_line(totals: Totals) -> str:
@@ -61,12 +56,8 @@ def state_text(training, shown=()) -> str:
     lines = ["", f"training state ({training.framework}"
              + (f": {training.project}" if training.project else "")
              + (f", step {training.step}" if training.step is not None else "")
-             + (f", {training.ranks} ranks" if training.ranks else "") + ")"]
-    for kind, c in training.components.items():
-        files = name_list(c.files) if c.files else "-"
-        lines.append(f"  {kind:<10} {c.status:<11} {files}")
-        if c.detail:
-            lines.append(f"  {'':<10} {c.detail}")
+             + (f", {plural(training.ranks, 'rank')}" if training.ranks else "") + ")"]
+    lines += component_lines(training.components)
     problems = [p for p in training.problems if p not in set(shown)]
     if problems:
         lines += ["", f"training-state problems ({len(problems)})"]

@@ -8,10 +8,12 @@ depends on colour.
 from __future__ import annotations
 
 import math
+import re
 
 import humanize
 
 from ckpt_browser.model import Severity, Status, Verdict
+from ckpt_browser.report.styles import ALERT, GOOD, WARN
 
 # verdict -> (English, Vietnamese): what resuming from such a checkpoint gives you
 VERDICT_MEANING: dict[Verdict, tuple[str, str]] = {
@@ -25,18 +27,17 @@ VERDICT_MEANING: dict[Verdict, tuple[str, str]] = {
     "broken": ("nothing can resume from here: the weights are missing or damaged",
                "không thể tiếp tục từ đây: trọng số bị thiếu hoặc hỏng"),
 }
-VERDICT_STYLE: dict[Verdict, str] = {"exact": "bold green", "inexact": "bold yellow",
-                                     "weights-only": "bold yellow", "broken": "bold red"}
+VERDICT_STYLE: dict[Verdict, str] = {"exact": GOOD, "inexact": WARN, "weights-only": WARN,
+                                     "broken": ALERT}
 
 # component status -> Vietnamese (English is the status itself)
 STATUS_VI: dict[Status, str] = {"ok": "đủ", "missing": "thiếu", "incomplete": "không đầy đủ",
                                 "damaged": "hỏng", "unsafe": "không an toàn",
                                 "not-needed": "không cần"}
 GOOD_STATUSES: tuple[Status, ...] = ("ok", "not-needed")
-STATUS_STYLE: dict[Status, str] = {"ok": "green", "missing": "bold red", "incomplete": "yellow",
-                                   "damaged": "bold red", "unsafe": "bold red",
-                                   "not-needed": "dim"}
-SEVERITY_STYLE: dict[Severity, str] = {"error": "bold red", "warning": "bold", "info": "bold"}
+STATUS_STYLE: dict[Status, str] = {"ok": "green", "missing": ALERT, "incomplete": WARN,
+                                   "damaged": ALERT, "unsafe": ALERT, "not-needed": ""}
+SEVERITY_STYLE: dict[Severity, str] = {"error": ALERT, "warning": WARN, "info": "bold"}
 
 
 def verdict_word(verdict: str) -> str:
@@ -54,11 +55,82 @@ def status_word(status: str) -> str:
     return status.upper()
 
 
+def plural(n: int, word: str) -> str:
+    """"1 rank", "2 ranks", "1,024 files"."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+# --- file lists ---------------------------------------------------------------------------------
+
+_SHARD = re.compile(r"^(?P<stem>.+)-(?P<i>\d+)-of-(?P<n>\d+)(?P<ext>\.[^-]+)$")
+_DIGITS = re.compile(r"\d+")
+COMPACT_AT = 4  # a family of this many numbered files is shown as its first and last
+
+
+def file_list(names, shown: int | None = 3) -> str:
+    """Files for people, one short line however many: a run of HF shards as "163 shards
+    (model-00001 ... model-00163)", other numbered files as "8 files (rng_state_0.pth ...
+    rng_state_7.pth)", the rest by name (`shown` at most, then "and N more"; None: all)."""
+    names = list(names)
+    families: dict[str, list[str]] = {}
+    for name in names:
+        families.setdefault(_family(name), []).append(name)
+    parts, loose, seen = [], [], set()
+    for name in names:
+        key = _family(name)
+        members = families[key]
+        if len(members) < COMPACT_AT:
+            loose.append(name)
+        elif key not in seen:
+            seen.add(key)
+            parts.append((len(loose), _family_phrase(members)))
+    more = ""
+    if shown is not None and len(loose) > shown:
+        more = f" and {len(loose) - shown:,} more"
+        loose = loose[:shown]
+    out = list(loose)
+    for at, phrase in reversed(parts):
+        out.insert(min(at, len(out)), phrase)
+    return ", ".join(out) + more
+
+
+def compacted(names) -> bool:
+    """Whether `file_list` leaves some of `names` out."""
+    return file_list(names, None) != ", ".join(names)
+
+
+def _family(name: str) -> str:
+    m = _SHARD.match(name)
+    if m:
+        return f"shard:{m['stem']}-of-{m['n']}{m['ext']}"
+    return _DIGITS.sub("#", name) if _DIGITS.search(name) else "name:" + name
+
+
+def _numbers(name: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in _DIGITS.findall(name))
+
+
+def _family_phrase(members: list[str]) -> str:
+    members = sorted(members, key=_numbers)
+    first, last = members[0], members[-1]
+    m, z = _SHARD.match(first), _SHARD.match(last)
+    if m and z:
+        total = int(m["n"])
+        have = f"{len(members):,}" if len(members) == total else f"{len(members):,} of {total:,}"
+        return f"{have} shards ({m['stem']}-{m['i']} ... {z['stem']}-{z['i']})"
+    return f"{len(members):,} files ({first} ... {last})"
+
+
 # --- numbers ------------------------------------------------------------------------------------
 
 def size(n: int | None) -> str:
     """Bytes for people: 104.6 KiB, 648.2 GiB."""
     return "?" if n is None else humanize.naturalsize(n, binary=True, format="%.1f")
+
+
+def size_cell(n: int | None) -> str:
+    """`size` for a table cell: "128 B", not "128 Bytes"."""
+    return size(n).replace(" Bytes", " B").replace(" Byte", " B")
 
 
 def count(n: int) -> str:

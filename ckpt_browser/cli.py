@@ -6,11 +6,12 @@ Imports stay light: the TUI (and Textual) load only when the TUI opens.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
 
-from ckpt_browser import __version__
+from ckpt_browser import __version__, limits
 from ckpt_browser.diagnostics import (
     VERDICT_CODE,
     ExitCode,
@@ -24,9 +25,9 @@ from ckpt_browser.diagnostics import (
     stopped,
     table,
 )
-from ckpt_browser.errors import UsageError
+from ckpt_browser.errors import NotACheckpoint, UsageError
 from ckpt_browser.opening import diff_side, local_path, pick
-from ckpt_browser.samples import default_sample
+from ckpt_browser.samples import SHOWN_AS, default_sample
 
 ONE_PATH = ("a checkpoint folder or file (.safetensors, index, .pt/.bin/.ckpt, DCP folder) "
             "or a URL (s3://, gs://, hf://, https://)")
@@ -129,7 +130,24 @@ def _stats_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
     p.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
                    "which one (default the newest)")
+    p.add_argument("--max-bytes", metavar="N", type=_byte_count, default=None,
+                   help="read at most N bytes of tensor values in all (a number, or with K, M, "
+                   "G or T: 700G); more refuses before reading anything (default "
+                   f"{limits.LIMITS.stats_bytes // 2**30:,}G, or CKPT_BROWSER_MAX_STATS_BYTES)")
     _remote_options(p)
+
+
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _parse_bytes(text: str) -> int | None:
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1:] if t[-1:] in _UNITS else ""
+    digits = t[: len(t) - len(unit)]
+    return int(digits) * _UNITS[unit] if digits.isascii() and digits.isdigit() else None
+
+
+_byte_count = _number(_parse_bytes, lambda n: n >= 1, "a number of bytes such as 700G")
 
 
 def _diff_args(p: argparse.ArgumentParser) -> None:
@@ -203,10 +221,17 @@ def cmd_inspect(args) -> int:
 
 def cmd_check(args) -> int:
     from ckpt_browser.analysis.resume import resume_report, resume_reports
+    from ckpt_browser.analysis.resume.shard import shard_of
     from ckpt_browser.analysis.runs import is_run
     from ckpt_browser.report.resume import resume_doc, resume_text, timeline_resume_text
 
     args.path = local_path(args.path, args)
+    shard = shard_of(args.path)
+    if shard is not None and not shard.folder_complete:  # a weights file, not a checkpoint
+        raise NotACheckpoint(args.path, shard.sentence())
+    if shard is not None:
+        note(f"{args.path} is one shard of {shard.total}: checking its folder, {shard.folder}")
+        args.path = shard.folder
     if is_run(args.path):
         timeline = resume_reports(args.path, args.world_size)
         reports = timeline.reports
@@ -260,12 +285,18 @@ def cmd_stats(args) -> int:
     path, _ = pick(local_path(args.path, args), args.checkpoint)
     side = open_side(path)
     locs = select(side.locs, args.names, side.path)
-    docs, bad = [], 0
+    total = _stats_budget(path, locs, args.max_bytes)
+    docs, bad, before = [], 0, 0
     with Progress() as progress:
         for i, loc in enumerate(locs):
             progress.name = f"[{i + 1}/{len(locs)}] {loc.name}"
+
+            def step(done: int, numel: int, start: int = before, nbytes: int = loc.nbytes):
+                progress.update(start + (nbytes * done // numel if numel else nbytes), total)
+
+            before += loc.nbytes
             try:
-                s = tensor_stats(loc, progress=progress.update)
+                s = tensor_stats(loc, progress=step)
             except ValuesError as e:
                 bad += 1
                 shown = (error_doc if args.json else error_text)(loc, str(e))
@@ -281,6 +312,28 @@ def cmd_stats(args) -> int:
         error(f"{path}: the values of {bad} tensor(s) could not be read")
         return ExitCode.DAMAGED
     return ExitCode.OK
+
+
+SAY_READING = 2**30  # stats says how much it reads from 1 GiB up, even off a terminal
+
+
+def _stats_budget(path: str, locs, max_bytes: int | None) -> int:
+    """What `stats` will read, said on stderr first (for several tensors, on a terminal or
+    from SAY_READING up: a script's stderr stays quiet for small reads); refused (exit 2,
+    before any byte is read) above --max-bytes or the stats_bytes limit."""
+    from ckpt_browser.report.words import plural, size
+
+    total = sum(loc.nbytes for loc in locs)
+    cap = max_bytes if max_bytes is not None else limits.LIMITS.stats_bytes
+    what = f"{size(total)} in {plural(len(locs), 'tensor')}"
+    if total > cap:
+        need = -(-total // 2**30)
+        raise UsageError(path, f"stats would read {what}, more than the {size(cap)} cap: name "
+                         f"the tensors to read, or pass --max-bytes {need}G (or set "
+                         "CKPT_BROWSER_MAX_STATS_BYTES)")
+    if len(locs) > 1 and (sys.stderr.isatty() or total >= SAY_READING):
+        note(f"reading {what}")
+    return total
 
 
 def cmd_diff(args) -> int:
@@ -326,6 +379,8 @@ def cmd_browse(args) -> int:
     folder = local_path(args.path[0] if args.path else default_sample(), args)
     path, timeline = pick(folder, None)
     layout = open_layout(path)  # fail fast, before the screen is taken
+    if not args.path:
+        layout = dataclasses.replace(layout, shown_as=SHOWN_AS)
     from ckpt_browser.tui.app import make_app
 
     app = make_app(layout, (folder, timeline) if timeline else None)

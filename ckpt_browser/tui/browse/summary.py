@@ -5,9 +5,18 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from ckpt_browser.analysis.resume.shard import shard_of
 from ckpt_browser.escape import printable
+from ckpt_browser.report.styles import ALERT, WARN
 from ckpt_browser.report.text import dtype_line
-from ckpt_browser.report.words import GOOD_STATUSES, count, size, status_word, verdict_word
+from ckpt_browser.report.words import (
+    GOOD_STATUSES,
+    VERDICT_STYLE,
+    count,
+    size,
+    status_word,
+    verdict_word,
+)
 from ckpt_browser.tui.browse.model import BrowseModel
 
 
@@ -51,23 +60,30 @@ def _state_line(model: BrowseModel, width: int) -> Text:
     training = model.training
     if training is None:
         failure = model.training_failure
-        return Text(f"training state: not read: {failure}", style="bold red") if failure else \
+        return Text(f"training state: not read: {failure}", style=ALERT) if failure else \
             Text("training state: reading…", style="dim")
     head = training.framework
     if training.step is not None:
         head += f" · step {training.step}"
     if training.ranks:
         head += f" · {training.ranks} rank{'s' if training.ranks != 1 else ''}"
-    if model.resume is not None:
-        head += f" · resume: {verdict_word(model.resume.verdict)}"
     text = Text(head)
-    if training.framework == "safetensors":
+    shard = shard_of(model.layout.path) if model.resume is not None else None
+    if shard is not None:  # a weights file to browse, not a failed resume
+        text.append(f" · {shard.sentence()}")
+    elif model.resume is not None:
+        text.append(" · resume: ")
+        text.append(verdict_word(model.resume.verdict),
+                    style=VERDICT_STYLE.get(model.resume.verdict, "bold"))
+    if shard is not None:
+        pass
+    elif training.framework == "safetensors":
         text.append(" · weights only, no training state")
     else:
         bad = [f"{c.kind} {status_word(c.status)}" for c in training.components.values()
                if c.status not in GOOD_STATUSES]
         text.append(" · " + (", ".join(bad) if bad else "all state ok"),
-                    style="bold red" if bad else "")
+                    style=ALERT if bad else "")
     text.append("  (t, r)", style="dim")
     text.truncate(max(width - 2, 20), overflow="ellipsis")
     return text
@@ -79,7 +95,7 @@ def summary_text(model: BrowseModel, width: int = 80) -> Text:
     kind = layout.format if layout.format != "files" or model.training is None \
         else model.training.framework
     room = max(20, width - len(kind) - 6)
-    text.append(short_path(printable(layout.path), room), style="bold")
+    text.append(layout.shown_as or short_path(printable(layout.path), room), style="bold")
     text.append(f"  ({kind})\n")
     text.append(_weights_line(model))
     text.append("\n" + _dtypes_line(model))
@@ -88,12 +104,15 @@ def summary_text(model: BrowseModel, width: int = 80) -> Text:
     warnings = sum(p.severity == "warning" for p in model.problems)
     if errors or warnings:  # before the state line: the summary may be cut at 6 lines
         text.append(f"{errors} error(s), {warnings} warning(s): press p to list them\n",
-                    style="bold red" if errors else "bold yellow")
+                    style=ALERT if errors else WARN)
     text.append(_state_line(model, width))
     if model.pattern:
         hits, total, files = model.match_counts()
         text.append(f"\nfilter {printable(model.pattern)!r}: {hits:,} of {total:,} tensors in "
                     f"{files} files")
+        if model.match_at is not None and model.match_count:
+            text.append(f" · match {model.match_at + 1:,}/{model.match_count:,} (n/N)",
+                        style="bold")
     return text
 
 

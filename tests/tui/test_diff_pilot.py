@@ -89,8 +89,7 @@ async def test_opens_with_paths_counts_and_state(diff_app):
         assert len(table.rows) == 21 and table.has_focus
         assert "weights · filter: all · sort: name · 21 of 21" in table.border_title
         header, first = screen_lines(table)[:2]
-        assert header.split() == ["status", "name", "A", "dtype/shape", "B", "dtype/shape",
-                                  "max|diff|"]
+        assert header.split() == ["status", "name", "dtype/shape", "max|diff|"]
         assert first.startswith(">? same") and "lm_head.weight" in first
 
 
@@ -207,6 +206,39 @@ async def test_filter_title_and_sort_together(mixed):
         table = app.query_one(DiffTable)
         assert "filter: changed · sort: max|diff| first · 6 of 7" in table.border_title
         assert names(app)[:3] == ["moved.big", "moved.small", "retyped"]
+
+
+async def test_name_column_keeps_layer_and_expert_at_80_columns(tmp_path, monkeypatch):
+    """The name takes what one dtype/shape column leaves, cut in the middle."""
+    name = "model.layers.61.mlp.experts.255.down_proj.weight"
+    for side, shape in (("a", (4, 8)), ("b", (4, 8))):
+        (tmp_path / side).mkdir()
+        save_file({name: torch.zeros(shape, dtype=torch.bfloat16),
+                   "model.embed_tokens.weight": torch.zeros(16, 8)},
+                  str(tmp_path / side / "model.safetensors"))
+    monkeypatch.chdir(tmp_path)
+    app = make_diff_app(open_side("a"), open_side("b"), Options())
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("end")
+        row = screen_lines(app.query_one(DiffTable))[2]
+        assert "model.layers.61" in row and ".255.down_proj.weight" in row and "…" in row
+        assert "BF16 [4,8]" in row
+        assert name in details(app)  # the whole name below
+
+
+def test_one_spec_cell_for_both_sides():
+    def loc(dtype, shape):
+        return TensorLoc("w", dtype, shape, "f.safetensors", "weights")
+
+    def pair(a, b):
+        return diff_rows.spec_pair(Row("w", "unchanged", a, b))
+
+    assert pair(loc("F32", (4, 4)), loc("F32", (4, 4))) == "F32 [4,4]"
+    assert pair(loc("F32", (4, 4)), loc("F32", (2, 8))) == "F32 [4,4] -> [2,8]"
+    assert pair(loc("F32", (4, 4)), loc("F16", (4, 4))) == "F32 -> F16 [4,4]"
+    assert pair(loc("F32", (4, 4)), loc("F16", (2, 8))) == "F32 [4,4] -> F16 [2,8]"
+    assert pair(None, loc("F16", (3,))) == "F16 [3]"
 
 
 async def test_details_show_both_sides_with_original_names(mixed):
@@ -350,8 +382,8 @@ async def test_94000_rows_draw_only_what_is_visible(monkeypatch):
 
     rows = _rows(94_000)
     drawn = []
-    original = DiffTable._row_text
-    monkeypatch.setattr(DiffTable, "_row_text", lambda self, r: drawn.append(r) or
+    original = DiffTable.row_text
+    monkeypatch.setattr(DiffTable, "row_text", lambda self, r: drawn.append(r) or
                         original(self, r))
 
     class Host(App):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ckpt_browser.tui.browse.filter import name_matcher
 from ckpt_browser.values.diff import Row
 
 # Words first, a sign as a hint: the table must read without colour.
@@ -95,8 +96,12 @@ def _by_diff(row: Row) -> tuple:
     return (1, -(v.max_abs_diff or 0.0)) if v.max_abs_diff is not None else (2, 0.0)
 
 
-def view(rows: list[Row], filter_key: str, by_diff: bool) -> list[Row]:
-    """The rows to show, in order. `rows` are in name order (natural sort) already."""
+def view(rows: list[Row], filter_key: str, by_diff: bool, pattern: str = "") -> list[Row]:
+    """The rows to show, in order. `rows` are in name order (natural sort) already;
+    `pattern` is the `/` name filter, the browser's rules (substring or glob)."""
+    if pattern.strip():
+        match = name_matcher(pattern)
+        rows = [r for r in rows if match(r.name)]
     shown = rows if filter_key == "all" else [r for r in rows if matches(r, filter_key)]
     return sorted(shown, key=_by_diff) if by_diff else list(shown)
 
@@ -109,3 +114,18 @@ def _spec(dtype: str, shape: tuple[int, ...]) -> str:
 def spec(loc) -> str:
     """"F32 [128,32]": dtype and shape in a table cell."""
     return "" if loc is None else _spec(loc.dtype, loc.shape)
+
+
+def spec_pair(row: Row) -> str:
+    """One cell for both sides: "F32 [4,4]" when they agree, else what changed,
+    "F32 [4,4] -> [2,8]", "F32 -> F16 [4,4]" or "F32 [4,4] -> F16 [2,8]"."""
+    a, b = row.a, row.b
+    if a is None or b is None:
+        return spec(a or b)
+    if (a.dtype, a.shape) == (b.dtype, b.shape):
+        return spec(a)
+    if a.dtype == b.dtype:
+        return f"{spec(a)} -> {_spec(b.dtype, b.shape)[len(b.dtype) + 1:]}"
+    if a.shape == b.shape:
+        return f"{a.dtype} -> {spec(b)}"
+    return f"{spec(a)} -> {spec(b)}"

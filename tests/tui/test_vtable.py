@@ -1,0 +1,38 @@
+"""The common table's cells: names cut in the middle (never from the left), widths that add up."""
+
+import pytest
+
+from ckpt_browser.tui.common.vtable import Column, cut_middle, cut_right, line, widths
+
+NAME = "model.layers.61.mlp.experts.255.down_proj.weight"
+
+
+@pytest.mark.parametrize("width", range(2, len(NAME) + 3))
+def test_the_cut_fits_and_keeps_both_ends(width):
+    shown = cut_middle(NAME, width)
+    assert len(shown) == min(width, len(NAME))
+    if len(NAME) > width:
+        head, tail = shown.split("…")
+        assert NAME.startswith(head) and NAME.endswith(tail) and tail  # never cut from the left
+    else:
+        assert shown == NAME
+
+
+@pytest.mark.parametrize("width", [36, 38, 40, 44])
+def test_layer_and_expert_numbers_stay_whole(width):
+    shown = cut_middle(NAME, width)
+    assert shown.startswith("model.layers.61") and "255.down_proj.weight" in shown
+
+
+def test_examples():
+    assert cut_middle(NAME, 36) == "model.layers.61…255.down_proj.weight"
+    assert cut_middle(NAME, 40) == "model.layers.61.mlp…255.down_proj.weight"
+    assert cut_middle("abc", 1) == "…" and cut_middle("abc", 0) == ""
+    assert cut_right("abcdef", 4) == "abc…" and cut_right("abc", 4) == "abc"
+
+
+def test_the_rest_goes_to_the_flexible_column():
+    cols = (Column("name"), Column("n", 5, "right"), Column("f", 3))
+    assert widths(cols, 40) == [40 - 8 - 3, 5, 3]
+    assert widths(cols, 5) == [8, 5, 3]  # never below its minimum
+    assert line(cols, ("x", "12", "abcd"), [4, 5, 3]) == "x       12 ab…"

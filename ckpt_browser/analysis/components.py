@@ -18,6 +18,7 @@ import os
 from dataclasses import replace
 
 from ckpt_browser import limits
+from ckpt_browser.analysis.content.optimizer_names import name_optimizer
 from ckpt_browser.analysis.content.projects import framework_of
 from ckpt_browser.analysis.state.common import missing
 from ckpt_browser.analysis.state.files import StateFiles
@@ -65,6 +66,7 @@ def training_state(source) -> TrainingState:
         fs.close()
     comps = {k: found.components.get(k) or missing(k, "nothing in this checkpoint holds it.")
              for k in COMPONENTS}
+    comps["optimizer"] = name_optimizer(ckpt, comps["optimizer"])
     step = found.step if found.step is not None else det.step
     epoch = found.epoch if found.epoch is not None else det.epoch
     # the layout's notes and every problem of a file the state is read from (not the shards:

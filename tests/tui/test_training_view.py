@@ -152,23 +152,71 @@ async def test_each_optimizer_id_is_named_when_the_order_makes_it_certain(monkey
             assert str(child.label).endswith(names[pid]), str(child.label)
 
 
-async def test_optimizer_ids_stay_unnamed_when_the_groups_reorder_them(monkeypatch):
+async def test_optimizer_ids_are_named_when_the_groups_merge_back_one_way_only(monkeypatch):
     """nanoGPT's configure_optimizers puts the 2-D weights in one group and the rest in
-    another, so id order is not the state dict's: no name is guessed."""
+    another, each in named_parameters() order, so ids run group after group, not in model
+    order; the shapes allow one merge back, and the names are nanoGPT's own grouping's."""
     import torch
 
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
     path = SAMPLES / "projects" / "nanogpt" / "ckpt.pt"
-    groups = torch.load(path, weights_only=True)["optimizer"]["param_groups"]
-    assert len(groups) == 2
+    saved = torch.load(path, weights_only=True)
+    seen, params = set(), []
+    for key, t in saved["model"].items():  # named_parameters(): a tied weight once
+        if t.data_ptr() not in seen:
+            seen.add(t.data_ptr())
+            params.append((key.removeprefix("_orig_mod."), t))
+    decay = [n for n, t in params if t.dim() >= 2]
+    no_decay = [n for n, t in params if t.dim() < 2]
+    groups = saved["optimizer"]["param_groups"]
+    assert [len(g["params"]) for g in groups] == [len(decay), len(no_decay)]
+    want = decay + no_decay  # id i is the i-th parameter of the groups, in group order
     app = make_app(open_layout(str(path)))
     async with app.run_test(size=(100, 30)) as pilot:
         part, state = await open_optimizer_state(pilot, app)
         assert part.data.path == "optimizer" and state.data.path == "optimizer.state"
-        params = {k.removeprefix("_orig_mod.") for k in
-                  torch.load(path, weights_only=True)["model"]}
-        assert state.children and not any(str(c.label).endswith(tuple(params))
-                                          for c in state.children)
+        assert "by parameter name" in str(state.label)
+        assert len(state.children) == len(want)
+        for child in state.children:
+            pid = int(child.data.path.rsplit(".", 1)[-1])
+            assert str(child.label).endswith(want[pid]), str(child.label)
+
+
+async def test_optimizer_ids_beside_safetensors_weights_stay_ids_and_say_why(sample_app):
+    """HF Trainer's optimizer.pt beside safetensors shards: a header lists names sorted, not
+    in parameter order, so no id is named; the state row says ids only, its details why, and
+    each id shows its moment's shape to match by hand."""
+    import torch
+
+    app = sample_app()
+    saved = torch.load(SAMPLES / "tiny-llama-run/checkpoint-6/optimizer.pt", weights_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        part, state = await open_optimizer_state(pilot, app)
+        assert part.data.kind == "file" and state.data.path == "state"
+        assert str(state.label).endswith("ids only")
+        body = plain(app.query_one("#details-body"))
+        assert "ids only: the weights are in safetensors files" in body
+        for child in state.children:
+            pid = int(child.data.path.rsplit(".", 1)[-1])
+            shape = list(saved["state"][pid]["exp_avg"].shape)
+            assert str(child.label).endswith(f"exp_avg {shape}"), str(child.label)
+
+
+async def test_a_dict_value_shows_its_fields_not_reprs(sample_app):
+    """The details of one id's state list its fields one per line, described like the tree's
+    rows (dtype, shape, size), never TensorRef(...) text."""
+    app = sample_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_optimizer_state(pilot, app)
+        await pilot.press("down")  # state.0
+        ref = app.query_one(CheckpointTree).cursor_node.data
+        assert ref.path == "state.0"
+        body = plain(app.query_one("#details-body"))
+        assert "TensorRef" not in body and "Opaque" not in body
+        lines = [line.split() for line in body.splitlines()]
+        assert ["holds", "3", "keys"] in lines
+        assert ["exp_avg", "F32", "[128,", "32]", "16.0", "KiB"] in lines
+        assert "parameter" in body and "ids only" in body
 
 
 async def test_a_folder_of_one_checkpoint_opens_it_without_the_picker(monkeypatch, tmp_path):

@@ -14,10 +14,10 @@ import re
 
 from ckpt_browser.analysis.content.classify import Found as Part
 from ckpt_browser.analysis.content.classify import classify
-from ckpt_browser.analysis.content.mapping import param_names
+from ckpt_browser.analysis.content.optimizer_names import ids_named, with_names
 from ckpt_browser.analysis.content.projects import Project, fingerprint
 from ckpt_browser.analysis.content.signatures import counter_kind, fields, rng_kinds
-from ckpt_browser.analysis.content.tag import named_weights, part_prefix, part_weights
+from ckpt_browser.analysis.content.tag import part_prefix, part_weights
 from ckpt_browser.analysis.state.common import (
     DAMAGED,
     INCOMPLETE,
@@ -294,24 +294,13 @@ def _optimizer(src: Sources, weights: Component) -> Component:
     facts = optimizer_facts(sd, src.fs.scalars(pf))
     if len(found) > 1:
         facts["optimizers"] = len(found)
-    names = _param_names(src, sd)
-    if names:
-        facts["param_names"] = names
     facts["path"], facts["file"] = p.path, f.name
     text = optimizer_sentence(facts, where)
     if len(found) > 1:
         text = text[:-1] + f" ({len(found)} optimizers in all)."
-    return Component("optimizer", OK, tuple(dict.fromkeys(x[0].name for x in found)), text, facts)
-
-
-def _param_names(src: Sources, sd: dict) -> dict[str, str] | None:
-    if any(type(k) is str for k in fields(sd.get("state"))):
-        return None  # already keyed by name
-    for f in src.ckpt.files:
-        named = named_weights(f)
-        if named:
-            return param_names(sd, named)
-    return None
+    comp = Component("optimizer", OK, tuple(dict.fromkeys(x[0].name for x in found)), text, facts)
+    path = p.path + ".optimizer" if sd is not node else p.path
+    return with_names(comp, ids_named(src.ckpt, sd), f.name, path)
 
 
 def _stripped(src: Sources) -> str | None:

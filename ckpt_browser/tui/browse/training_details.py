@@ -22,7 +22,15 @@ from ckpt_browser.standins import (
     UnsafeCall,
 )
 from ckpt_browser.tui.browse.refs import Ref
-from ckpt_browser.tui.browse.training_tree import file_name
+from ckpt_browser.tui.browse.training_tree import (
+    describe,
+    file_name,
+    kids_of,
+    optimizer_state_path,
+    param_names,
+)
+
+MAX_FIELDS = 200  # rows of a container's fields in the details pane
 
 STATE_KINDS = {"component", "file", "value", "dcp-entry", "more"}
 
@@ -37,8 +45,10 @@ def _kv(rows) -> Table:
 
 
 def _facts(facts: dict) -> Text:
-    """Facts as indented JSON: readable without colour, copyable."""
-    lines = json.dumps(facts, indent=1, default=str).splitlines() if facts else []
+    """Facts as indented JSON: readable without colour, copyable (a value JSON has no word
+    for is described, never shown as its repr)."""
+    lines = (json.dumps(facts, indent=1, default=lambda v: describe(v)[0]).splitlines()
+             if facts else [])
     return Text("\n".join(printable(line) for line in lines))
 
 
@@ -132,6 +142,28 @@ def _value(ref: Ref):
         return Group(head, _kv([("file", where), ("class", v.qualname),
                                 ("fields", ", ".join(map(str, v.fields)) or "-")]),
                      Text("An object of this class was not built, only described."))
-    text = repr(v)
-    return Group(head, _kv([("file", where), ("type", type(v).__name__),
-                            ("value", text if len(text) < 2000 else text[:2000] + "…")]))
+    rows = [("file", where), *_optimizer_rows(ref)]
+    kids = kids_of(v)
+    if isinstance(v, (dict, list, tuple)):
+        rows.append(("holds", f"{len(kids):,} {'keys' if isinstance(v, dict) else 'items'}"))
+        body = [(key, describe(child)[0]) for key, child in kids[:MAX_FIELDS]]
+        if len(kids) > MAX_FIELDS:
+            body.append(("…", f"{len(kids) - MAX_FIELDS:,} more"))
+        parts = [head, _kv(rows)]
+        if body:
+            parts += [Text(""), _kv(body)]
+        return Group(*parts)
+    text, _ = describe(v)
+    return Group(head, _kv([*rows, ("type", type(v).__name__), ("value", text)]))
+
+
+def _optimizer_rows(ref: Ref) -> list[tuple[str, str]]:
+    """Under an optimizer's `state`: what the ids stand for, and each id's parameter."""
+    state = optimizer_state_path(ref.component, ref.file)
+    if state is None or not ref.path.startswith(state):
+        return []
+    if ref.path == state:
+        return [("ids", ref.component.facts.get("ids") or "ids only")]
+    pid = ref.path[len(state) + 1:].split(".", 1)[0]
+    name = param_names(ref.component).get(pid)
+    return [("parameter", name or "unknown (ids only: see the state above)")]

@@ -10,14 +10,17 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from ckpt_browser.analysis.content.mapping import main_shape
 from ckpt_browser.analysis.roles import component_of
 from ckpt_browser.escape import printable
 from ckpt_browser.model import COMPONENTS, TrainingState, natural_key
 from ckpt_browser.readers.pickle_safe import ITEMSIZE
+from ckpt_browser.report.styles import ALERT
 from ckpt_browser.report.words import STATUS_STYLE, size, status_word
 from ckpt_browser.standins import (
     DcpCheckpoint,
     DcpEntry,
+    HugeInt,
     NumpyArray,
     Opaque,
     PickleFile,
@@ -108,7 +111,7 @@ def file_items(training: TrainingState, ref: Ref) -> list[Item]:
         label = Text(printable(file_name(f)), style="bold")
         if isinstance(f, PickleFile):
             if f.unsafe:
-                label = Text.assemble(("! UNSAFE ", "bold red"), label)
+                label = Text.assemble(("! UNSAFE ", ALERT), label)
             label.append(f"  {f.kind}, {len(f.tensors)} tensors", style="dim")
         elif isinstance(f, DcpCheckpoint):
             label.append(f"  DCP, {len(f.entries)} keys, {len(f.files)} rank files", style="dim")
@@ -122,7 +125,7 @@ def _at(obj, path: str):
     A key may hold dots itself: the longest key that matches is taken."""
     node, rest = obj, path
     while rest:
-        kids = dict(_children(node))
+        kids = dict(kids_of(node))
         key = next((k for k in sorted(kids, key=len, reverse=True)
                     if rest == k or rest.startswith(k + ".")), None)
         if key is None:
@@ -131,7 +134,7 @@ def _at(obj, path: str):
     return node
 
 
-def _children(value) -> list[tuple[str, object]]:
+def kids_of(value) -> list[tuple[str, object]]:
     if isinstance(value, dict):
         return [(str(k), v) for k, v in value.items()]
     if isinstance(value, (list, tuple)):
@@ -141,7 +144,7 @@ def _children(value) -> list[tuple[str, object]]:
     return []
 
 
-def _summary(value) -> tuple[str, str]:
+def describe(value) -> tuple[str, str]:
     """(text, style) describing a value on one line."""
     if isinstance(value, TensorRef):
         nbytes = value.numel * ITEMSIZE.get(value.dtype, 1)
@@ -149,7 +152,7 @@ def _summary(value) -> tuple[str, str]:
     if isinstance(value, NumpyArray):
         return f"numpy {value.dtype} {list(value.shape)}", "cyan"
     if isinstance(value, UnsafeCall):
-        return f"UNSAFE call {value.qualname}(…) — not run", "bold red"
+        return f"UNSAFE call {value.qualname}(…) — not run", ALERT
     if isinstance(value, Opaque):
         return f"<{value.qualname}>", "magenta"
     if isinstance(value, dict):
@@ -160,12 +163,16 @@ def _summary(value) -> tuple[str, str]:
         return f"({len(value)} items)", "dim"
     if isinstance(value, (bytes, bytearray)):
         return f"{len(value):,} bytes", "dim"
+    if isinstance(value, HugeInt):
+        return str(value), ""
+    if value is not None and not isinstance(value, (bool, int, float, complex, str)):
+        return f"<{type(value).__name__}>", "magenta"  # never a dataclass's repr
     text = repr(value)
     return (text if len(text) <= 60 else text[:57] + "…"), ""
 
 
 def value_label(key: str, value, note: str = "") -> Text:
-    text, style = _summary(value)
+    text, style = describe(value)
     label = Text.assemble((printable(key), "bold"), "  ", (printable(text), style))
     if note:
         label.append(f"  {printable(note)}", style="italic")
@@ -174,7 +181,7 @@ def value_label(key: str, value, note: str = "") -> Text:
 
 def _leaves(value, prefix: str):
     """(dotted path, leaf) pairs, for the filter's flat list."""
-    kids = _children(value)
+    kids = kids_of(value)
     if not kids:
         yield prefix, value
         return
@@ -187,32 +194,43 @@ def value_items(file, path: str, value, pattern: str = "", component=None) -> li
         match = name_matcher(pattern)
         pairs = [(p, v) for p, v in _leaves(value, "") if match(p)]
     else:
-        pairs = [(f"{path}.{k}" if path else k, v) for k, v in _children(value)]
-    names = _param_names(component, file, path)
+        pairs = [(f"{path}.{k}" if path else k, v) for k, v in kids_of(value)]
+    state = optimizer_state_path(component, file)
+    names = param_names(component) if path and path == state else {}
     items = []
     for full, child in pairs[:MAX_CHILDREN]:
         key = full if pattern and not path else full.rsplit(".", 1)[-1]
         note = names.get(key, "") if names else ""
+        if full == state and not pattern:
+            note = "by parameter name" if param_names(component) else "ids only"
+        elif path and path == state and not note:
+            moment = main_shape(child)
+            note = f"exp_avg {list(moment)}" if moment is not None else ""
         items.append(Item(value_label(key, child, note),
                           Ref("value", file=file, path=full, value=child, component=component),
-                          bool(_children(child))))
+                          bool(kids_of(child))))
     if len(pairs) > MAX_CHILDREN:
         items.append(Item(Text(f"… {len(pairs) - MAX_CHILDREN:,} more", style="dim"),
                           Ref("more"), False))
     return items
 
 
-def _param_names(component, file, path: str) -> dict[str, str]:
-    """Under an optimizer's `state`, each id's parameter name, where the order made it
-    certain (analysis.content.mapping)."""
+def optimizer_state_path(component, file) -> str | None:
+    """The dotted path of the optimizer's `state` in `file`, when the component says where
+    its state_dict is (analysis.content.optimizer_names)."""
+    if component is None or component.kind != "optimizer":
+        return None
+    facts = component.facts
+    if "path" not in facts or file_name(file) != facts.get("file"):
+        return None
+    return f"{facts['path']}.state" if facts["path"] else "state"
+
+
+def param_names(component) -> dict[str, str]:
+    """Each optimizer id's parameter name, where certain (analysis.content.mapping)."""
     if component is None or component.kind != "optimizer":
         return {}
-    facts = component.facts
-    names = facts.get("param_names") or {}
-    state = f"{facts['path']}.state" if facts.get("path") else "state"
-    if not names or path != state or file_name(file) != facts.get("file"):
-        return {}
-    return names
+    return component.facts.get("param_names") or {}
 
 
 def dcp_items(dcp: DcpCheckpoint, pattern: str = "", training: TrainingState | None = None,

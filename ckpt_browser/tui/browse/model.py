@@ -34,10 +34,13 @@ class BrowseModel:
     pattern: str = ""
     failed: dict[str, str] = field(default_factory=dict)  # worker group -> why it stopped
     errors_told: int = 0  # errors the last "press p" notice counted
+    match_at: int | None = None  # which of the filter's matches n / N last went to
+    match_count: int = 0  # of how many, in the view on screen
 
     def __post_init__(self) -> None:
         self._shown: dict[tuple[str, str, bool], list] = {}  # (pattern, shard, read) -> items
         self._module_cache: tuple = (None, None)  # ((pattern, headers read), tree)
+        self._paths_cache: tuple = (None, [])  # ((pattern, mode, headers read, ...), paths)
         self._index_names: dict[str, list[str]] = defaultdict(list)
         if self.layout.index is not None:
             for tname, fname in self.layout.index.weight_map.items():
@@ -149,6 +152,33 @@ class BrowseModel:
             self.tensors_of(name, pattern)
         if modules:
             self.module_tree(pattern)
+        self.match_paths("module" if modules else "file", pattern)
+
+    def match_paths(self, mode: str, pattern: str | None = None) -> list[tuple[str, ...]]:
+        """Where each tensor matching the filter sits in the tree, in the tree's order: the
+        keys from the top node down (file then tensor; modules then tensor), for n and N."""
+        pattern = self.pattern if pattern is None else pattern
+        if not pattern or mode not in ("file", "module"):
+            return []
+        key = (pattern, mode, self.done, self.modules is not None)
+        cached = self._paths_cache
+        if cached[0] != key:
+            cached = self._paths_cache = (key, self._walk_paths(mode, pattern))
+        return cached[1]
+
+    def _walk_paths(self, mode: str, pattern: str) -> list[tuple[str, ...]]:
+        if mode == "file":
+            return [(name, t if isinstance(t, str) else t.name)
+                    for name in self.layout.files for t in self.tensors_of(name, pattern)]
+        paths: list[tuple[str, ...]] = []
+
+        def walk(node: ModuleNode, above: tuple[str, ...]) -> None:
+            for child in node.sorted_children():  # the tree shows child modules first
+                walk(child, (*above, child.name))
+            paths.extend((*above, t.name) for t in node.sorted_tensors())
+
+        walk(self.module_tree(pattern), ())  # dotted names nest a few levels: no deep recursion
+        return paths
 
     def match_counts(self) -> tuple[int, int, int]:
         """(matching tensors, all tensors, files with a match) for the filter line."""

@@ -8,10 +8,47 @@ from textual.binding import Binding
 from textual.widgets import Input, Tree
 
 from ckpt_browser.analysis.modules import ModuleNode
+from ckpt_browser.report.styles import ALERT
 from ckpt_browser.tui.browse import training_tree
-from ckpt_browser.tui.browse.labels import module_label, shard_label, tensor_label
+from ckpt_browser.tui.browse.labels import (
+    column_widths,
+    module_label,
+    shard_label,
+    tensor_cells,
+    tensor_label,
+    tensor_row,
+)
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref
+
+
+def node_key(ref: Ref | None) -> str | None:
+    """What names a node among its siblings, the same before and after a filter rebuilds the
+    tree: a file's name, a module's name, a tensor's full name."""
+    if ref is None:
+        return None
+    if ref.kind == "shard":
+        return ref.shard
+    if ref.kind == "module" and ref.module is not None:
+        return ref.module.name
+    if ref.kind == "tensor" and ref.tensor is not None:
+        return ref.tensor if isinstance(ref.tensor, str) else ref.tensor.name
+    return None
+
+
+def copy_text(ref: Ref | None) -> str:
+    """What `y` copies: a tensor's full name, a module's dotted path, a file's name."""
+    if ref is None:
+        return ""
+    if ref.kind == "tensor" and ref.tensor is not None:
+        return ref.tensor if isinstance(ref.tensor, str) else ref.tensor.name
+    if ref.kind == "module" and ref.module is not None:
+        return ref.module.path
+    if ref.kind == "shard":
+        return ref.shard or ""
+    if ref.kind == "file" and isinstance(ref.file, str):
+        return ref.file
+    return ref.path or ""
 
 
 class CheckpointTree(Tree[Ref]):
@@ -25,11 +62,50 @@ class CheckpointTree(Tree[Ref]):
         self.show_root = False
         self.guide_depth = 2
         self._shard_nodes: dict = {}
+        self._widths: dict[int, tuple[int, int, int]] = {}  # parent node id -> column widths
+
+    # -- tensor rows as columns ------------------------------------------------------------
+    def render_label(self, node, base_style, style):
+        ref = node.data
+        if ref is None or ref.kind != "tensor" or ref.tensor is None or node.allow_expand:
+            return super().render_label(node, base_style, style)
+        short = self.mode == "module"
+        text = tensor_row(tensor_cells(ref.tensor, short), self._sibling_widths(node, short),
+                          self._label_room(node))
+        text.stylize(style)
+        return text
+
+    def get_label_width(self, node) -> int:
+        ref = node.data
+        if ref is not None and ref.kind == "tensor" and not node.allow_expand:
+            return self._label_room(node)  # fits the pane: never a horizontal scroll
+        return super().get_label_width(node)
+
+    def _label_room(self, node) -> int:
+        """Cells left for a label after the guides, keeping the scrollbar's gutter free so a
+        scrollbar appearing later cannot cut the size column."""
+        depth, parent = 0, node.parent
+        while parent is not None and parent is not self.root:
+            depth, parent = depth + 1, parent.parent
+        gutter = self.styles.scrollbar_size_vertical
+        return max(self.size.width - gutter - depth * self.guide_depth, 20)
+
+    def _sibling_widths(self, node, short: bool) -> tuple[int, int, int]:
+        """Columns line up among a node's tensors; measured once per parent."""
+        parent = node.parent
+        key = parent._id  # unique until clear(), which rebuild() pairs with emptying this
+        widths = self._widths.get(key)
+        if widths is None:
+            rows = [tensor_cells(c.data.tensor, short) for c in parent.children
+                    if c.data is not None and c.data.kind == "tensor" and c.data.tensor is not None]
+            widths = self._widths[key] = column_widths(rows)
+        return widths
 
     # -- building ----------------------------------------------------------
     def rebuild(self) -> None:
         self.clear()
         self._shard_nodes = {}
+        self._widths = {}
         if self.mode == "file":
             for name in self.model.layout.files:
                 if not self.model.pattern or self.model.tensors_of(name):
@@ -39,7 +115,7 @@ class CheckpointTree(Tree[Ref]):
             self._add_module_children(self.root, self.model.module_tree())
         elif self.model.training is None:
             failure = self.model.training_failure
-            text = Text(f"the training state could not be read: {failure}", style="red") \
+            text = Text(f"the training state could not be read: {failure}", style=ALERT) \
                 if failure else Text("reading the training state…", style="dim")
             self.root.add_leaf(text, data=Ref("more"))
         else:
@@ -69,6 +145,7 @@ class CheckpointTree(Tree[Ref]):
                 node.allow_expand = False
             if node.is_expanded:
                 node.remove_children()
+                self._widths.pop(node._id, None)
                 self._fill(node)
 
     def _add_module_children(self, parent, module: ModuleNode) -> None:
@@ -142,6 +219,35 @@ class CheckpointTree(Tree[Ref]):
             self._move_when_laid_out(target)
             return True
         return False
+
+    def path_of(self, node) -> tuple[str, ...]:
+        """The keys from the top node down to `node` (see `node_key`)."""
+        keys: list[str] = []
+        while node is not None and node is not self.root:
+            key = node_key(node.data)
+            if key is None:
+                return ()
+            keys.append(key)
+            node = node.parent
+        return tuple(reversed(keys))
+
+    def reveal_path(self, keys: tuple[str, ...], move: bool = True):
+        """Open the nodes down to the one at `keys` (or as far as they still exist) and put
+        the cursor there; returns the node reached, or None."""
+        node = self.root
+        for key in keys:
+            if node is not self.root:
+                self._ensure_children(node)
+                node.expand()
+            child = next((c for c in node.children if node_key(c.data) == key), None)
+            if child is None:
+                break
+            node = child
+        if node is self.root:
+            return None
+        if move:
+            self._move_when_laid_out(node)
+        return node
 
     def _move_when_laid_out(self, node) -> None:
         # A node's line is known only after the tree re-lays out (just rebuilt or expanded).

@@ -158,3 +158,36 @@ def test_values_key_shows_a_tensors_statistics(terminal):
     assert "NaN" in screen and "mean" in screen
     terminal.keys("q")
     assert terminal.exit_code() == 0
+
+
+def test_search_n_n_then_escape_keeps_the_place(terminal):
+    """`/proj`, Enter, n, n, Esc: the summary counts the matches, the details follow the
+    cursor to the third one, and clearing the filter leaves the cursor (and the details) on it."""
+    from safetensors import safe_open
+
+    from ckpt_browser.model import natural_key
+
+    run = SAMPLES / "tiny-llama-run" / "checkpoint-6"
+    matches = []
+    for shard in sorted(run.glob("*.safetensors"), key=lambda p: natural_key(p.name)):
+        with safe_open(shard, "np") as f:
+            matches += sorted((k for k in f.keys() if "proj" in k), key=natural_key)
+    third = matches[2][:26]  # the details pane wraps long names: its first line holds this
+    terminal.start(["tiny-llama-run/checkpoint-6"], cwd=SAMPLES)
+    terminal.wait_for("read 11/11")
+    terminal.wait_for("all state ok")
+    terminal.keys("/")
+    terminal.type("proj")
+    terminal.keys("Enter")
+    terminal.wait_for(f"match 1/{len(matches)}")
+    terminal.keys("n")
+    terminal.wait_for(f"match 2/{len(matches)}")
+    terminal.keys("n")
+    screen = terminal.wait_for(f"match 3/{len(matches)}")
+    assert third in screen
+    terminal.keys("Escape")
+    screen = terminal.wait_for("match ", present=False)
+    screen = terminal.wait_for("config.json")  # the whole tree is back
+    assert third in screen  # and the cursor did not jump to the top
+    terminal.keys("q")
+    assert terminal.exit_code() == 0

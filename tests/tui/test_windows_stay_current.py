@@ -68,3 +68,19 @@ async def test_p_before_the_training_state_is_read_fills_in(sample_app, held):
         title = plain(screen.query_one(".modal-title"))
         assert "still reading" not in title and f"Problems ({len(screen.problems)})" in title
         assert "optimizer.pt" in plain(screen.query_one("#problems-list"))  # the unsafe pickle
+
+
+async def test_t_before_the_training_state_is_read_fills_in(sample_app, held):
+    from ckpt_browser.tui.browse.tree import CheckpointTree
+
+    app = sample_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await headers_in(app, pilot)
+        await pilot.press("t")
+        tree = app.query_one(CheckpointTree)
+        assert tree.border_title == "training state"
+        assert [str(n.label) for n in tree.root.children] == ["reading the training state…"]
+        held.set()
+        await loaded(app, pilot)
+        kinds = [n.data.component.kind for n in tree.root.children if n.data.component]
+        assert "optimizer" in kinds and "rng" in kinds  # the view filled in, without a key

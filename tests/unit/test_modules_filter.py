@@ -10,7 +10,7 @@ import pytest
 from ckpt_browser.analysis.modules import build_modules
 from ckpt_browser.analysis.open import open_checkpoint
 from ckpt_browser.model import natural_key
-from ckpt_browser.tui.browse.filter import name_matcher
+from ckpt_browser.tui.common.filter import name_matcher
 
 from .helpers import RUN6, SAFETENSORS_BITS, SHARDS, craft, entry, reference_map
 

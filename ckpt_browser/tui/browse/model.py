@@ -20,7 +20,7 @@ from ckpt_browser.model import (
     TrainingState,
     natural_key,
 )
-from ckpt_browser.tui.browse.filter import name_matcher
+from ckpt_browser.tui.common.filter import name_matcher
 
 
 @dataclass

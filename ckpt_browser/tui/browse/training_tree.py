@@ -27,8 +27,8 @@ from ckpt_browser.standins import (
     TensorRef,
     UnsafeCall,
 )
-from ckpt_browser.tui.browse.filter import name_matcher
 from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.tui.common.filter import name_matcher
 
 MAX_CHILDREN = 500  # a 625-int RNG tuple or a 10,000-entry params list stays one screenful
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ckpt_browser.tui.browse.filter import name_matcher
+from ckpt_browser.tui.common.filter import name_matcher
 from ckpt_browser.values.diff import Row
 
 # Words first, a sign as a hint: the table must read without colour.

@@ -271,10 +271,38 @@ async def test_values_is_in_the_command_palette_only_then_cancel_is_not(sample_a
 
 def test_histogram_is_readable_without_colour():
     h = Histogram([0, 1, 32, 64, 32, 1, 0, 0], -1.0, 1.0, rows=2)
-    lines = h.lines(8)
-    assert lines[:2] == ["   █    ", " ▁███▁  "]  # empty bins blank, tiny ones still visible
-    assert lines[2] == "-1     1"
+    lines = h.lines(11)  # 2 columns of count labels, the axis, 8 bars
+    assert lines[:2] == ["64┤   █    ", " 0┤ ▁███▁  "]  # empty bins blank, tiny ones visible
+    assert lines[2] == "   -1     1"  # the value range under the first and last bar
     assert h.bins(4) == [1, 96, 33, 0]  # narrower than the bins: neighbours add up
+    assert h.lines(7)[0] == "96┤ █  "  # so the count label is the tallest shown bar's
+    assert Histogram([5, 9, 2], 0.0, 3.0).lines(8)[1] == " │▅█ "  # rows between: no label
+    assert Histogram([5, 9, 2], 0.0, 3.0).lines(8)[3] == "  0 to 3"  # too narrow for the edges
+    assert Histogram([5, 9, 2], -0.125, 3.0).lines(8)[3] == "-0.125 to 3"  # from the margin
+
+
+async def test_histogram_axes_name_counts_and_values(sample_app):
+    """At 80x24 the pane shows the counts (the tallest bar's, and 0) on the left and the
+    value range under the bars, in words and characters, no colour needed."""
+    app = sample_app("tiny-llama-release")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(app, pilot)
+        await go_to(app, pilot, "model-00001-of-00003.safetensors")
+        await pilot.press("right", "down", "v")  # lm_head.weight
+        await loaded(app, pilot)
+        ref = cursor(app)
+        stats = panel(app).session.results[("weights", ref.shard, ref.tensor.name)]
+        lines = plain(panel(app).query_one("#values-result")).splitlines()
+        head = next(i for i, line in enumerate(lines) if line.startswith("histogram"))
+        assert "count up, value across" in " ".join(lines[head:head + 2])
+        start = next(i for i in range(head, len(lines)) if "┤" in lines[i])
+        top, middle, bottom, axis = (line.rstrip() for line in lines[start:start + 4])
+        label, bars = top.split("┤")
+        assert max(stats.hist) <= int(label.replace(",", "")) <= sum(stats.hist)
+        assert "█" in bars and middle.strip().startswith("│")
+        assert bottom.split("┤")[0].strip() == "0"
+        lo, hi = axis.replace(" to ", " ").split()  # a narrow pane says "lo to hi"
+        assert (float(lo), float(hi)) == pytest.approx(stats.hist_range, rel=1e-6)
 
 
 def test_values_80x24(snap_compare, sample_app):

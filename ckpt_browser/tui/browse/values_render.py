@@ -33,7 +33,8 @@ def _fraction(part: int, whole: int) -> str:
 class Histogram:
     """Bars of block characters, HIST_ROWS lines tall, at most one column per bin (adjacent bins
     add up when the pane is narrower); an empty bin is blank, any other at least one step.
-    The range's edges are printed under the first and last bar."""
+    Labelled axes, readable without colour: the tallest bar's count and 0 on the left (counts),
+    the range's edges under the first and last bar (values)."""
 
     BARS = "▁▂▃▄▅▆▇█"
 
@@ -44,19 +45,33 @@ class Histogram:
         group = -(-len(self.counts) // max(width, 1))
         return [sum(self.counts[i:i + group]) for i in range(0, len(self.counts), group)]
 
+    def _layout(self, width: int) -> tuple[int, list[int]]:
+        """(width of the count labels, the bins shown) for a pane `width` wide."""
+        label = len(f"{max(self.counts, default=0):,}")
+        bins = self.bins(width - label - 1)
+        return max(len(f"{max(bins, default=0):,}"), 1), bins
+
     def lines(self, width: int) -> list[str]:
-        bins = self.bins(width)
+        label, bins = self._layout(width)
         top = max(bins, default=0) or 1
         steps = len(self.BARS) * self.rows
         heights = [max(1, round(c / top * steps)) if c else 0 for c in bins]
         out = []
         for row in reversed(range(self.rows)):
             cells = [h - row * len(self.BARS) for h in heights]
-            out.append("".join(" " if n <= 0 else self.BARS[min(n, len(self.BARS)) - 1]
-                               for n in cells))
+            bars = "".join(" " if n <= 0 else self.BARS[min(n, len(self.BARS)) - 1]
+                           for n in cells)
+            tick = (f"{max(bins, default=0):,}" if row == self.rows - 1 else
+                    "0" if row == 0 else "")
+            out.append(f"{tick:>{label}}{'┤' if tick else '│'}{bars}")
         lo, hi = full_number(self.lo), full_number(self.hi)
         gap = len(bins) - len(lo) - len(hi)
-        out.append(lo + " " * gap + hi if gap >= 2 else f"{lo} to {hi}")
+        if gap >= 2:  # the edges under the first and last bar
+            out.append(" " * (label + 1) + lo + " " * gap + hi)
+        else:  # a narrow pane: the range in words, from the margin if it fits no other way
+            axis = f"{lo} to {hi}"
+            fits = label + 1 + len(axis) <= width
+            out.append((" " * (label + 1) if fits else "") + axis)
         return out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -64,7 +79,8 @@ class Histogram:
             yield Text(line, no_wrap=True, overflow="fold")
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement(1, min(len(self.counts), options.max_width))
+        label = len(f"{max(self.counts, default=0):,}") + 1
+        return Measurement(1, min(len(self.counts) + label, options.max_width))
 
 
 def render_stats(stats) -> Group:
@@ -88,6 +104,6 @@ def render_stats(stats) -> Group:
         parts.append(Text(printable(stats.note)))
     if stats.hist and stats.hist_range:
         parts += [Text(""), Text.assemble(("histogram", "bold"),
-                                          f" of finite values (tallest bar {max(stats.hist):,})"),
+                                          " of finite values, count up, value across"),
                   Histogram(stats.hist, *stats.hist_range)]
     return Group(*parts)

@@ -43,6 +43,7 @@ class Stats:
     preview: list = field(default_factory=list)  # the first few values, in order
     bytes_read: int = 0
     note: str = ""  # e.g. how complex values were counted
+    dequantized: Stats | None = None  # an FP8 weight's values times its block scales
 
     @property
     def zero_fraction(self) -> float | None:
@@ -51,8 +52,10 @@ class Stats:
 
 def tensor_stats(loc: TensorLoc, cancel: threading.Event | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 block_bytes: int | None = None, bins: int = BINS) -> Stats:
-    """Raises ValuesError (unreadable) or Cancelled."""
+                 block_bytes: int | None = None, bins: int = BINS,
+                 transform: Callable[[np.ndarray, int], np.ndarray] | None = None) -> Stats:
+    """Raises ValuesError (unreadable) or Cancelled. `transform(values, start)` maps each
+    block's float64 values (the first at element `start`) before they are counted."""
     out = Stats(loc.name, loc.dtype, loc.shape, loc.numel)
     complex_ = loc.dtype in ("C64", "C128", "C32")
     if complex_:
@@ -62,9 +65,12 @@ def tensor_stats(loc: TensorLoc, cancel: threading.Event | None = None,
     done = 0
     for block in iter_blocks(loc, block_bytes, cancel):
         out.bytes_read += block.nbytes
-        if len(out.preview) < PREVIEW:
-            out.preview.extend(natural(block[:PREVIEW - len(out.preview)], loc.dtype).tolist())
         x = as_float(block, loc.dtype)  # complex: real and imaginary parts, interleaved
+        if transform is not None:
+            x = transform(x, done)
+        if len(out.preview) < PREVIEW:
+            first = x if transform is not None else natural(block, loc.dtype)
+            out.preview.extend(first[:PREVIEW - len(out.preview)].tolist())
         out.zeros += (int(np.count_nonzero((x.reshape(-1, 2) == 0).all(axis=1))) if complex_
                       else x.size - int(np.count_nonzero(x)))
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf are counted instead

@@ -312,3 +312,29 @@ def test_values_80x24(snap_compare, sample_app):
         await loaded(pilot.app, pilot)
 
     assert snap_compare(sample_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_fp8_weight_shows_raw_and_dequantized_values(tmp_path, monkeypatch):
+    """v on a DeepSeek-V3 style FP8 weight beside its weight_scale_inv shows the stored
+    values, then the dequantized ones (weight x its 128x128 block's scale), as torch gets."""
+    torch.manual_seed(0)
+    weight = (torch.randn(200, 130) * 3).to(torch.float8_e4m3fn)
+    scale = torch.rand(2, 2) + 0.5
+    _one_file(tmp_path, monkeypatch, {"proj.weight": weight, "proj.weight_scale_inv": scale})
+    app = make_app(open_layout(str(tmp_path / "model.safetensors")))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(app, pilot)
+        await go_to(app, pilot, "model.safetensors")
+        await pilot.press("right")
+        await down_to(pilot, lambda r: r.kind == "tensor" and r.tensor.name == "proj.weight")
+        await pilot.press("v")
+        await loaded(app, pilot)
+        ref = cursor(app)
+        stats = panel(app).session.results[("weights", ref.shard, "proj.weight")]
+        full = scale.repeat_interleave(128, 0).repeat_interleave(128, 1)[:200, :130]
+        want = weight.double() * full.double()
+        assert stats.max == pytest.approx(float(weight.float().max()))
+        assert stats.dequantized.max == pytest.approx(float(want.max()), rel=1e-9)
+        assert stats.dequantized.mean == pytest.approx(float(want.mean()), rel=1e-9)
+        shown = plain(panel(app).query_one("#values-result"))
+        assert "dequantized values" in shown and "weight_scale_inv" in shown

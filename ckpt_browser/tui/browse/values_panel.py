@@ -136,7 +136,13 @@ class ValuesPanel(ForwardsWorkerErrors, Vertical):
                 self.post_message(self.Progress(job, done, total))
 
         try:
-            stats = tensor_stats(session.locate(job.key), job.cancel, progress)
+            loc = session.locate(job.key)
+            stats = tensor_stats(loc, job.cancel, progress)
+            scale = session.scale_of(job.key, loc)
+            if scale is not None:  # FP8 with block scales: the values it stands for too
+                from ckpt_browser.values.dequant import dequantized_stats
+
+                stats.dequantized = dequantized_stats(loc, scale, job.cancel, progress)
         except Cancelled:
             self.post_message(self.Cancelled(job))
         except ValuesError as e:

@@ -83,7 +83,7 @@ class Histogram:
         return Measurement(1, min(len(self.counts) + label, options.max_width))
 
 
-def render_stats(stats) -> Group:
+def render_stats(stats, title: str = "values") -> Group:
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
@@ -99,11 +99,13 @@ def render_stats(stats) -> Group:
     # A paragraph, not a table cell: a narrow pane wraps it over a few full-width lines.
     preview = Text.assemble((f"first {len(stats.preview)}:", "bold"), " ",
                             printable(", ".join(map(_short, stats.preview)) or "-"))
-    parts = [Text("values", style="bold underline"), table, preview]
+    parts = [Text(title, style="bold underline"), table, preview]
     if stats.note:
         parts.append(Text(printable(stats.note)))
     if stats.hist and stats.hist_range:
         parts += [Text(""), Text.assemble(("histogram", "bold"),
                                           " of finite values, count up, value across"),
                   Histogram(stats.hist, *stats.hist_range)]
+    if getattr(stats, "dequantized", None) is not None:
+        parts += [Text(""), render_stats(stats.dequantized, "dequantized values")]
     return Group(*parts)

@@ -91,6 +91,18 @@ class ValuesSession:
             raise ValuesError(f"{file}: {name}: not among the tensors read from it")
         return loc
 
+    def scale_of(self, key: Key, loc):
+        """An FP8 weight's block scales (`X.weight_scale_inv`) in the same file, or None.
+        Call from a worker, like locate."""
+        from ckpt_browser.values.dequant import scale_name
+
+        name = scale_name(loc)
+        if name is None:
+            return None
+        kind, file, _ = key
+        return (self._weights(file) if kind == "weights" else {}).get(name) or \
+            self._state().get((file, name))
+
     def _weights(self, shard_name: str) -> dict:
         locs = self._shard_locs.get(shard_name)
         if locs is None:

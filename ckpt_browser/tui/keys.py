@@ -35,7 +35,12 @@ BROWSE: tuple[Key, ...] = (
     Key("/", "filter names: substring (case-insensitive), or a glob such as `layers.*.q_proj*` "
         "that may match any tail of the name; the summary shows the match count",
         "filter", "Filter", "Filter names", bind="slash"),
-    Key("escape", "stop reading values, else clear the filter; closes any window",
+    Key("n", "with a filter: the next matching tensor (its module or file opens); the "
+        "summary shows which match of how many", "next_match", palette="Next match"),
+    Key("N", "with a filter: the previous matching tensor", "previous_match",
+        palette="Previous match"),
+    Key("escape", "stop reading values, else clear the filter (the cursor stays on its "
+        "node); closes any window",
         "cancel_or_clear", palette="Clear filter"),
     Key("escape", "stop reading the highlighted tensor's values (what was read is kept)",
         "cancel_values", palette="Cancel values", palette_only=True),
@@ -45,11 +50,17 @@ BROWSE: tuple[Key, ...] = (
     Key("t", "training state: components -> their files -> what the files hold (optimizer "
         "state down to each tensor, DCP keys down to each chunk and rank file)",
         "training_view", "State", "Training state"),
-    Key("r", "resume check: the verdict in words, the seven components, the findings; Enter on "
-        "a finding shows its file in the tree", "resume", "Resume?", "Resume check"),
+    Key("r", "resume check: the verdict in words, the seven components (their files compact: "
+        "\"163 shards (model-00001 ... model-00163)\"; `f` there lists every file), the "
+        "findings; Enter on a finding shows its file in the tree", "resume", "Resume?",
+        "Resume check"),
     Key("p", "every problem found, by file", "problems", "Problems", "Show problems"),
     Key("?", "this help", "help", "Help", "Help: keys", bind="question_mark"),
     Key("q", "quit", "app.quit", "Quit"),
+    Key("l", "every tensor in one table instead of the tree: name, dtype, shape, size, file "
+        "(the details below it); `/` filters it too", "toggle_table", palette="Tensor table"),
+    Key("s", "sort the tensor table: name -> size (largest first) -> dtype -> file",
+        "cycle_sort", palette="Sort the tensor table"),
     Key("z", "quiz on sharding and resumable training, with questions about this checkpoint: "
         "`1`-`4` or `a`-`d` answer, Enter next, `l` English / Vietnamese, Esc closes",
         "quiz", "Quiz", "Quiz"),
@@ -61,6 +72,8 @@ BROWSE: tuple[Key, ...] = (
         "against this one", "timeline", "Checkpoints", "Checkpoints"),
     Key("d", "diff this checkpoint against another: picked from the folder's checkpoints, or "
         "typed as a path", "compare", palette="Compare with another checkpoint"),
+    Key("y", "copy the highlighted name (tensor, module path or file) to the clipboard; "
+        "works over SSH in terminals that accept OSC 52", "copy_name", palette="Copy name"),
     Key("tab", "move focus between the tree and the details"),
     Key("ctrl+p", "command palette: every action by name"),
 )
@@ -71,8 +84,13 @@ DIFF: tuple[Key, ...] = (
         "results so far stay)", "values", "Values", "Compare values"),
     Key("escape", "cancel a comparison (what is compared stays); closes any window", "cancel",
         "Cancel", "Cancel comparison"),
+    Key("escape", "clear the name filter; the cursor stays on its row", "clear_filter",
+        palette="Clear name filter"),
     Key("f", "filter by status: all, changed, then each status present", "cycle_filter",
         "Filter", "Filter by status"),
+    Key("/", "filter names as the browser does (substring, or a glob such as "
+        "`layers.*.experts.1*`), together with the status filter; the table's title counts "
+        "the rows that match", "filter_names", palette="Filter names", bind="slash"),
     Key("s", "sort by largest max abs difference first, or by name", "toggle_sort", "Sort",
         "Sort"),
     Key("t", "the weights' table or the training-state tensors' table", "toggle_set", "State",

@@ -208,6 +208,31 @@ async def test_filter_title_and_sort_together(mixed):
         assert names(app)[:3] == ["moved.big", "moved.small", "retyped"]
 
 
+async def test_name_filter_counts_combines_with_status_and_esc_keeps_the_row(mixed):
+    app = mixed()
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(app, pilot)
+        await compare_all(app, pilot)
+        table = app.query_one(DiffTable)
+        await pilot.press("slash", *"moved")
+        assert names(app) == ["moved.big", "moved.small"]
+        assert table.border_title.startswith("weights · 2 of 7 rows match 'moved' · filter: all")
+        await pilot.press("enter", "down")  # back in the table, on moved.small
+        assert table.has_focus and table.current.name == "moved.small"
+        assert details(app).startswith("moved.small")
+        await pilot.press("f")  # changed, still only the names that match
+        assert names(app) == ["moved.big", "moved.small"]
+        await pilot.press("slash", "ctrl+u", *"re*", "enter")  # a glob: retyped, reshaped
+        assert names(app) == ["reshaped", "retyped"]
+        await pilot.press("down", "escape")
+        assert app.first.pattern == "" and len(table.rows) == 6  # the status filter stays
+        assert table.current.name == "retyped" and table.has_focus
+        assert "rows match" not in table.border_title
+        assert details(app).startswith("retyped")
+        await pilot.press("escape")  # nothing left to clear: no change
+        assert table.current.name == "retyped"
+
+
 async def test_name_column_keeps_layer_and_expert_at_80_columns(tmp_path, monkeypatch):
     """The name takes what one dtype/shape column leaves, cut in the middle."""
     name = "model.layers.61.mlp.experts.255.down_proj.weight"

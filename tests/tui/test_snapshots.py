@@ -32,3 +32,10 @@ def test_problems_screen_80x24(snap_compare, sample_app):
     app = sample_app("tiny-llama-damaged")
     assert snap_compare(app, terminal_size=(80, 24),
                         run_before=lambda pilot: _wait_then(pilot, "p"))
+
+
+def test_tensor_table_by_size_80x24(snap_compare, sample_app):
+    """l then s: every tensor, largest first, the details of the first below."""
+    app = sample_app()
+    assert snap_compare(app, terminal_size=(80, 24),
+                        run_before=lambda pilot: _wait_then(pilot, "l", "s"))

@@ -14,6 +14,7 @@ from textual.worker import Worker
 
 from ckpt_browser.analysis.modules import build_modules
 from ckpt_browser.analysis.open import iter_tagged
+from ckpt_browser.escape import printable
 from ckpt_browser.model import Layout
 from ckpt_browser.readers import finish
 from ckpt_browser.tui.browse.details import Details
@@ -27,16 +28,19 @@ from ckpt_browser.tui.browse.messages import (
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.resume import READING, ResumeScreen
 from ckpt_browser.tui.browse.summary import Summary
+from ckpt_browser.tui.browse.table import TableView, TensorTable
 from ckpt_browser.tui.browse.timeline import TimelineScreen
-from ckpt_browser.tui.browse.tree import CheckpointTree
+from ckpt_browser.tui.browse.tree import CheckpointTree, copy_text
 from ckpt_browser.tui.common.help import HelpScreen
 from ckpt_browser.tui.common.modals import PathPrompt
 from ckpt_browser.tui.common.problems import ProblemsScreen
 from ckpt_browser.tui.common.workers import ForwardsWorkerErrors, current_load
 from ckpt_browser.tui.keys import BROWSE, bindings
 
+OPENED_MATCHES = 50  # matches whose way is opened at once; n and N open the rest
 
-class BrowseScreen(ForwardsWorkerErrors, Screen):
+
+class BrowseScreen(TableView, ForwardsWorkerErrors, Screen):
     TITLE = "ckpt-browser"
     KEYS = BROWSE  # the footer, the palette and the help window come from it
     BINDINGS = bindings(KEYS)
@@ -46,11 +50,13 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         self.model = BrowseModel(layout)
         self.timeline = timeline  # (folder, entries) when opened on a folder of checkpoints
         self._cancel = threading.Event()
+        self._keep: tuple[str, ...] = ()  # where the cursor was when Esc cleared the filter
 
     def compose(self) -> ComposeResult:
         yield Summary(self.model, id="summary")
         with Horizontal(id="main"):
             yield CheckpointTree(self.model, id="tree")
+            yield TensorTable(id="table")  # l: instead of the tree, the details below it
             yield Details(self.model, id="details")
         yield Input(placeholder="filter names: substring or glob (Esc clears)", id="filter",
                     select_on_focus=False)  # typed-ahead text must not get selected and replaced
@@ -74,6 +80,7 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         self._set_mode("file")
         self._summary.refresh_summary()
         self.load_headers()  # the training state is read once the headers are in
+        self.reload_table()
 
     def open_checkpoint(self, path: str) -> None:
         """Switch to another checkpoint (from the timeline); stale workers are ignored."""
@@ -94,10 +101,9 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         self._start()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """"Checkpoints" is offered (footer, palette) only for a folder of checkpoints, and
-        "Cancel values" only while values are read."""
-        if action == "timeline":
-            return bool(self.timeline)
+        """"Cancel values" is offered only while values are read. "Checkpoints" stays enabled
+        on a single checkpoint, so `c` answers that there is no folder instead of doing
+        nothing (a False here would swallow the key before action_timeline could say so)."""
         if action == "cancel_values":
             return self.query_one(Details).values.running
         return True
@@ -192,6 +198,7 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
             self._tree.refresh_shards(self.model.layout.files)
         self._summary.refresh_summary()
         self._refresh_details()
+        self.reload_table()
         self._report_errors()
         await self._refresh_windows()
 
@@ -240,14 +247,14 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
     # -- selection ----------------------------------------------------------------------
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:
-        self.query_one(Details).show(event.node.data)
+        if not self.table_shown:  # the table's cursor has the details then
+            self.query_one(Details).show(event.node.data)
 
     def _rebuild_tree(self) -> None:
         """Rebuild, then make the details follow the cursor's new node."""
         tree = self._tree
         tree.rebuild()
-        node = tree.cursor_node
-        self.query_one(Details).show(node.data if node is not None else None)
+        self.query_one(Details).show(self.cursor_ref())
 
     def _refresh_details(self) -> None:
         details = self.query_one(Details)
@@ -277,11 +284,60 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
             return  # typed on since; a newer worker is coming
         self.model.pattern = message.pattern
         self._rebuild_tree()
+        if message.pattern:
+            self._open_matches()
+        elif self._keep:
+            self._tree.reveal_path(self._keep)  # Esc: back where the cursor was
+        self._keep = ()
+        self.reload_table()
         self._summary.refresh_summary()
+
+    def _open_matches(self) -> None:
+        """Open the way to the first matches (a bounded number: "weight" matches all 94,000)
+        and put the cursor on the first; n and N open the others as they go."""
+        paths = self.model.match_paths(self._tree.mode)
+        self.model.match_at, self.model.match_count = (0 if paths else None), len(paths)
+        for path in reversed(paths[:OPENED_MATCHES]):
+            self._tree.reveal_path(path, move=False)
+        if paths:
+            self._tree.reveal_path(paths[0])
+
+    def action_next_match(self, step: int = 1) -> None:
+        """n / N: the next or previous tensor that matches the filter, wrapping around."""
+        model, tree = self.model, self._tree
+        if not model.pattern:
+            self.notify("No filter: press / and type a name first.", timeout=4)
+            return
+        paths = model.match_paths(tree.mode)
+        if not paths:
+            words = "in the training state view: use m for the file or module view" \
+                if tree.mode == "state" else "no tensor matches"
+            self.notify(f"n / N jump between matching tensors; {words}.", timeout=4)
+            return
+        here = tree.path_of(tree.cursor_node) if tree.cursor_node is not None else ()
+        at = model.match_at if model.match_at is not None else (-1 if step > 0 else 0)
+        if here in paths and paths[at % len(paths)] != here:
+            at = paths.index(here)  # the cursor was moved by hand: go on from there
+        model.match_at, model.match_count = (at + step) % len(paths), len(paths)
+        tree.reveal_path(paths[model.match_at])
+        self._summary.refresh_summary()
+
+    def action_previous_match(self) -> None:
+        self.action_next_match(-1)
+
+    def action_copy_name(self) -> None:
+        """y: the highlighted name to the clipboard (OSC 52: the terminal on the other end of
+        the SSH connection takes it; a terminal that ignores OSC 52 gets nothing)."""
+        name = copy_text(self.cursor_ref())
+        if not name:
+            self.notify("Nothing to copy here: highlight a tensor, module or file.", timeout=4)
+            return
+        self.app.copy_to_clipboard(name)
+        self.notify(f"Copied {printable(name)}", title="Clipboard", timeout=4, markup=False)
 
     @on(Input.Submitted, "#filter")
     def _filter_done(self) -> None:
-        self._tree.focus()
+        self.main_pane.focus()
 
     def action_cancel_or_clear(self) -> None:
         """Esc: stop a running values read first; otherwise clear the filter."""
@@ -292,8 +348,11 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         field = self.query_one("#filter", Input)
         self.screen.remove_class("-filtering")
         if field.value:
-            field.value = ""  # Input.Changed rebuilds the tree
-        self._tree.focus()
+            node = self._tree.cursor_node
+            self._keep = self._tree.path_of(node) if node is not None else ()
+            self.model.match_at = None
+            field.value = ""  # Input.Changed rebuilds the tree, then goes back to _keep
+        self.main_pane.focus()
 
     # -- views and screens --------------------------------------------------------------
     def _set_mode(self, mode: str) -> None:
@@ -309,10 +368,9 @@ class BrowseScreen(ForwardsWorkerErrors, Screen):
         self._set_mode("file" if self._tree.mode == "state" else "state")
 
     def action_values(self) -> None:
-        # The tree's cursor, not the details' node: keys typed ahead ("down", "v") can arrive
-        # before the details have heard of the move.
-        node = self._tree.cursor_node
-        self.query_one(Details).values.start(node.data if node is not None else None)
+        # The table's or the tree's cursor, not the details' node: keys typed ahead ("down",
+        # "v") can arrive before the details have heard of the move.
+        self.query_one(Details).values.start(self.cursor_ref())
 
     def action_cancel_values(self) -> None:
         self.query_one(Details).values.cancel()

@@ -16,12 +16,14 @@ from typing import Any, Generic, Literal, TypeVar
 
 from rich.segment import Segment
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.events import Click
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widgets import Input
 
 ELLIPSIS = "…"
 R = TypeVar("R")
@@ -117,10 +119,26 @@ class VTable(ScrollView, Generic[R], can_focus=True):
         def control(self) -> VTable:
             return self.table
 
+    SLASH_ACTION: str | None = None  # the screen's action that opens its name filter
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.rows: list[R] = []
         self.cursor = 0
+
+    def on_key(self, event: events.Key) -> None:
+        """Keys typed in one burst ("/q_proj") are all queued here before the screen's "/"
+        binding runs, so "q" would quit: open the filter here, in order, and hand the keys
+        behind "/" to it."""
+        focused = self.screen.focused
+        if focused is self and event.key == "slash" and self.SLASH_ACTION:
+            getattr(self.screen, f"action_{self.SLASH_ACTION}")()
+        elif isinstance(focused, Input) and event.is_printable:
+            focused.insert_text_at_cursor(event.character or "")
+        else:
+            return
+        event.stop()
+        event.prevent_default()
 
     # -- what a subclass says -------------------------------------------------------------
     def columns(self) -> Sequence[Column]:

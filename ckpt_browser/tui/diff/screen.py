@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Label, ProgressBar
+from textual.widgets import Footer, Input, Label, ProgressBar
 from textual.worker import Worker
 
 from ckpt_browser.escape import printable
@@ -51,6 +51,7 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         self.showing = "weights"  # or "state": which rows the table lists
         self.filter_key = "all"
         self.by_diff = False
+        self.pattern = ""  # the `/` name filter
         self._cancel: threading.Event | None = None
         self._last_summary = 0.0
         self._load_error: str | None = None
@@ -62,6 +63,8 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
             yield Label("", id="compare-label")
             yield ProgressBar(show_eta=False, id="compare-progress")
         yield DiffDetails(id="diff-details")
+        yield Input(placeholder="filter names: substring or glob (Esc clears)", id="diff-filter",
+                    select_on_focus=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -130,7 +133,7 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         """Filter and sort the current set again. The cursor goes to the top (a new sort
         shows its first rows), or with `keep` stays on its row when that is still shown."""
         table = self._table
-        table.set_rows(diff_rows.view(self._rows(), self.filter_key, self.by_diff),
+        table.set_rows(diff_rows.view(self._rows(), self.filter_key, self.by_diff, self.pattern),
                        keep=table.current if keep else None)
         self._refresh_title()
 
@@ -138,8 +141,12 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         what = "state tensors" if self.showing == "state" else "weights"
         sort = "max|diff| first" if self.by_diff else "name"
         shown, total = len(self._table.rows), len(self._rows())
-        self._table.border_title = (f"{what} · filter: {diff_rows.FILTER_WORDS[self.filter_key]}"
-                                    f" · sort: {sort} · {shown:,} of {total:,}")
+        status = f"filter: {diff_rows.FILTER_WORDS[self.filter_key]} · sort: {sort}"
+        if self.pattern:  # the count first: a long title is cut at its end
+            self._table.border_title = (f"{what} · {shown:,} of {total:,} rows match "
+                                        f"{printable(self.pattern)!r} · {status}")
+        else:
+            self._table.border_title = f"{what} · {status} · {shown:,} of {total:,}"
 
     def _refresh_summary(self) -> None:
         r = self.result
@@ -164,6 +171,30 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         if self.by_diff and not any(r.values for r in self._rows()):
             self.notify("No values compared yet: press v, then the largest differences "
                         "come first.", timeout=5)
+
+    # -- the name filter ---------------------------------------------------------------
+    def action_filter_names(self) -> None:
+        self.add_class("-filtering")
+        # Focus now, not via focus()'s call_later: keys typed right after "/" must reach the
+        # input, or "q" would close the screen.
+        self.set_focus(self.query_one("#diff-filter", Input))
+
+    @on(Input.Changed, "#diff-filter")
+    def _names_changed(self, event: Input.Changed) -> None:
+        self.pattern = event.value
+        self._refresh_view(keep=True)
+
+    @on(Input.Submitted, "#diff-filter")
+    def _names_done(self) -> None:
+        self._table.focus()
+
+    def action_clear_filter(self) -> None:
+        """Esc: the filter goes, the cursor stays on the row it was on."""
+        self.remove_class("-filtering")
+        field = self.query_one("#diff-filter", Input)
+        if field.value:
+            field.value = ""  # Input.Changed shows every row again
+        self._table.focus()
 
     def action_toggle_set(self) -> None:
         if self.result is not None and not self.result.state_rows and self.showing == "weights":
@@ -230,6 +261,8 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         (80 columns hold one of them next to "q Quit"); the progress line says "Esc cancels"."""
         if action == "cancel":
             return self.comparing
+        if action == "clear_filter":  # Esc cancels a comparison first
+            return not self.comparing and (bool(self.pattern) or self.has_class("-filtering"))
         return not self.comparing if action == "values" else True
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="compare")

@@ -28,6 +28,8 @@ STYLES = {"only_in_a": "bold #ff8787", "only_in_b": "green", "shape_changed": "y
 class DiffTable(VTable[Row]):
     """Rows of a diff, one line each, under a fixed header line."""
 
+    SLASH_ACTION = "filter_names"
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.spec_w = SPEC_MIN

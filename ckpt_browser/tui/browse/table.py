@@ -198,7 +198,9 @@ class TableView:
         n = len(table.rows)
         what = f"{n:,} tensors matching {printable(self.model.pattern)!r}" if self.model.pattern \
             else f"all {n:,} tensors"
-        table.border_title = f"{what} · sort: {SORT_WORDS[table.sort]} (s)"
+        reading = "" if self.model.loaded else \
+            f" · read {self.model.done}/{self.model.total} files, more when all are"
+        table.border_title = f"{what} · sort: {SORT_WORDS[table.sort]} (s){reading}"
 
     def on_vtable_highlighted(self, event: VTable.Highlighted) -> None:
         if isinstance(event.table, TensorTable) and self.table_shown:

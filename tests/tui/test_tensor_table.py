@@ -166,3 +166,41 @@ async def test_94000_rows_scroll_and_draw_only_what_is_visible(moe_rows, monkeyp
         assert "1 of 2" in last
         await pilot.press("home")
         assert t.current is moe_rows[0]
+
+
+async def test_table_opened_while_reading_fills_in_when_every_file_is_read(sample_app,
+                                                                           monkeypatch):
+    """The headers' read is held after its first file (on an Event, not on time): l shows
+    that file's tensors and says reading goes on; when the read ends, every tensor is there."""
+    import threading
+
+    from ckpt_browser.tui.browse import screen as browse_screen
+
+    gate, real = threading.Event(), browse_screen.iter_tagged
+
+    def held(layout, cancel):
+        files = [f for batch in real(layout, cancel) for f in batch]
+        yield files[:1]
+        assert gate.wait(60), "the test never let the read go"
+        yield files[1:]
+
+    monkeypatch.setattr(browse_screen, "iter_tagged", held)
+    app = sample_app(RUN6)
+    async with app.run_test(size=SIZE) as pilot:
+        model = app.first.model
+        for _ in range(200):
+            await pilot.pause()
+            if model.done:
+                break
+        await pilot.press("l")
+        t = table(app)
+        for _ in range(200):
+            await pilot.pause()
+            if t.border_title:
+                break
+        first = [x.name for f in model.shards.values() for x in f.tensors]
+        assert sorted(r.name for r in t.rows) == sorted(first)
+        assert f"read 1/{model.total} files, more when all are" in t.border_title
+        gate.set()
+        await loaded(app, pilot)
+        assert len(t.rows) == 85 and t.border_title == "all 85 tensors · sort: name (s)"

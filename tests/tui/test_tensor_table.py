@@ -102,7 +102,11 @@ async def test_filter_narrows_the_table_and_esc_keeps_the_row(sample_app):
         assert t.has_focus and t.rows and all("mlp" in r.name for r in t.rows)
         assert len(t.rows) == 6 and t.border_title.startswith("6 tensors matching 'mlp'")
         assert "filter 'mlp': 6 of" in plain(app.query_one("#summary"))
-        await press(app, pilot, "down", "down")
+        await press(app, pilot, "n")  # n / N: the next and previous rows, wrapping around
+        assert t.cursor == 1 and "match 2/6 (n/N)" in plain(app.query_one("#summary"))
+        await press(app, pilot, "N", "N")
+        assert t.cursor == 5 and "match 6/6" in plain(app.query_one("#summary"))
+        await press(app, pilot, "n", "down", "down")
         here = t.current
         await press(app, pilot, "escape")
         assert len(t.rows) == 85 and t.current is here and t.has_focus

@@ -308,6 +308,8 @@ class BrowseScreen(TableView, ForwardsWorkerErrors, Screen):
         if not model.pattern:
             self.notify("No filter: press / and type a name first.", timeout=4)
             return
+        if self.table_next_match(step):
+            return
         paths = model.match_paths(tree.mode)
         if not paths:
             words = "in the training state view: use m for the file or module view" \

@@ -171,6 +171,18 @@ class TableView:
         self.table.sort = next_sort(self.table.sort)
         self.reload_table()
 
+    def table_next_match(self, step: int) -> bool:
+        """n / N in the table: it lists only the matches, so the next row (wrapping); False
+        when the tree is shown."""
+        table = self.table
+        if not self.table_shown or not table.rows:
+            return False
+        table.action_move(step if 0 <= table.cursor + step < len(table.rows)
+                          else -table.cursor if step > 0 else len(table.rows))
+        self.model.match_at, self.model.match_count = table.cursor, len(table.rows)
+        self.query_one("#summary").refresh_summary()  # type: ignore[attr-defined]
+        return True
+
     def reload_table(self) -> None:
         if self.table_shown:
             self._title_table()

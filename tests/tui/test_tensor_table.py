@@ -12,7 +12,7 @@ from ckpt_browser.readers.safetensors import read_header
 from ckpt_browser.report.words import size
 from ckpt_browser.tui.browse.table import TensorTable, file_cell, shape_cell
 from ckpt_browser.tui.browse.values_panel import ValuesPanel
-from ckpt_browser.tui.common.vtable import cut_middle
+from ckpt_browser.tui.common.cells import cut_middle
 from tests.tui.conftest import SAMPLES, loaded, plain
 
 SIZE = (80, 24)

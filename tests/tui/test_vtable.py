@@ -2,7 +2,8 @@
 
 import pytest
 
-from ckpt_browser.tui.common.vtable import Column, cut_middle, cut_right, line, widths
+from ckpt_browser.tui.common.cells import cut_middle, cut_right
+from ckpt_browser.tui.common.vtable import Column, line, widths
 
 NAME = "model.layers.61.mlp.experts.255.down_proj.weight"
 

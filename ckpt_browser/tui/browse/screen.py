@@ -14,7 +14,6 @@ from textual.worker import Worker
 
 from ckpt_browser.analysis.modules import build_modules
 from ckpt_browser.analysis.open import iter_tagged
-from ckpt_browser.escape import printable
 from ckpt_browser.model import Layout
 from ckpt_browser.readers import finish
 from ckpt_browser.tui.browse.details import Details
@@ -27,20 +26,19 @@ from ckpt_browser.tui.browse.messages import (
 )
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.resume import READING, ResumeScreen
+from ckpt_browser.tui.browse.search import Search
 from ckpt_browser.tui.browse.summary import Summary
 from ckpt_browser.tui.browse.table import TableView, TensorTable
 from ckpt_browser.tui.browse.timeline import TimelineScreen
-from ckpt_browser.tui.browse.tree import CheckpointTree, copy_text
+from ckpt_browser.tui.browse.tree import CheckpointTree
 from ckpt_browser.tui.common.help import HelpScreen
 from ckpt_browser.tui.common.modals import PathPrompt
 from ckpt_browser.tui.common.problems import ProblemsScreen
 from ckpt_browser.tui.common.workers import ForwardsWorkerErrors, current_load
 from ckpt_browser.tui.keys import BROWSE, bindings
 
-OPENED_MATCHES = 50  # matches whose way is opened at once; n and N open the rest
 
-
-class BrowseScreen(TableView, ForwardsWorkerErrors, Screen):
+class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
     TITLE = "ckpt-browser"
     KEYS = BROWSE  # the footer, the palette and the help window come from it
     BINDINGS = bindings(KEYS)
@@ -291,51 +289,6 @@ class BrowseScreen(TableView, ForwardsWorkerErrors, Screen):
         self._keep = ()
         self.reload_table()
         self._summary.refresh_summary()
-
-    def _open_matches(self) -> None:
-        """Open the way to the first matches (a bounded number: "weight" matches all 94,000)
-        and put the cursor on the first; n and N open the others as they go."""
-        paths = self.model.match_paths(self._tree.mode)
-        self.model.match_at, self.model.match_count = (0 if paths else None), len(paths)
-        for path in reversed(paths[:OPENED_MATCHES]):
-            self._tree.reveal_path(path, move=False)
-        if paths:
-            self._tree.reveal_path(paths[0])
-
-    def action_next_match(self, step: int = 1) -> None:
-        """n / N: the next or previous tensor that matches the filter, wrapping around."""
-        model, tree = self.model, self._tree
-        if not model.pattern:
-            self.notify("No filter: press / and type a name first.", timeout=4)
-            return
-        if self.table_next_match(step):
-            return
-        paths = model.match_paths(tree.mode)
-        if not paths:
-            words = "in the training state view: use m for the file or module view" \
-                if tree.mode == "state" else "no tensor matches"
-            self.notify(f"n / N jump between matching tensors; {words}.", timeout=4)
-            return
-        here = tree.path_of(tree.cursor_node) if tree.cursor_node is not None else ()
-        at = model.match_at if model.match_at is not None else (-1 if step > 0 else 0)
-        if here in paths and paths[at % len(paths)] != here:
-            at = paths.index(here)  # the cursor was moved by hand: go on from there
-        model.match_at, model.match_count = (at + step) % len(paths), len(paths)
-        tree.reveal_path(paths[model.match_at])
-        self._summary.refresh_summary()
-
-    def action_previous_match(self) -> None:
-        self.action_next_match(-1)
-
-    def action_copy_name(self) -> None:
-        """y: the highlighted name to the clipboard (OSC 52: the terminal on the other end of
-        the SSH connection takes it; a terminal that ignores OSC 52 gets nothing)."""
-        name = copy_text(self.cursor_ref())
-        if not name:
-            self.notify("Nothing to copy here: highlight a tensor, module or file.", timeout=4)
-            return
-        self.app.copy_to_clipboard(name)
-        self.notify(f"Copied {printable(name)}", title="Clipboard", timeout=4, markup=False)
 
     @on(Input.Submitted, "#filter")
     def _filter_done(self) -> None:

@@ -19,7 +19,8 @@ from ckpt_browser.report.words import size
 from ckpt_browser.tui.browse.details import Details
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref
-from ckpt_browser.tui.common.vtable import Column, VTable, cut_middle
+from ckpt_browser.tui.common.cells import cut_middle
+from ckpt_browser.tui.common.vtable import Column, VTable
 from ckpt_browser.tui.common.workers import ForLoad, current_load
 
 # (key, words) in the order `s` cycles through them

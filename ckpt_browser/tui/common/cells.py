@@ -6,17 +6,34 @@ from __future__ import annotations
 ELLIPSIS = "…"
 
 
+def cut_right(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 1, 0)] + ELLIPSIS[:width]
+
+
+def _splits_number(text: str, i: int) -> bool:
+    return 0 < i < len(text) and text[i - 1].isdigit() and text[i].isdigit()
+
+
 def cut_middle(text: str, width: int) -> str:
-    """`model.layers.61.mlp.experts.255.down_proj.weight` in 30 cells:
-    `model.layer…255.down_proj.weight`; the end gets three fifths, it is what differs."""
+    """Cut a name in the middle, never from the left: the start says which part of the model,
+    the end which layer, expert and leaf. The cut moves a few cells rather than halve a number,
+    and prefers a word's end: `model.layers.61.mlp.experts.255.down_proj.weight` in 38 cells is
+    `model.layers.61.…255.down_proj.weight`."""
     if len(text) <= width:
         return text
     if width <= 1:
         return ELLIPSIS[:width]
     keep = width - 1
-    head = keep * 2 // 5
-    return text[:head] + ELLIPSIS + text[len(text) - (keep - head):]
-
-
-def cut_right(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(width - 1, 0)] + ELLIPSIS[:width]
+    mid, reach = keep // 2, keep // 3
+    best, best_cost = mid, None
+    for head in range(mid - reach, mid + reach + 1):  # a few dozen steps per visible row
+        tail = len(text) - (keep - head)
+        cost = abs(head - mid)
+        cost += 100 * (_splits_number(text, head) + _splits_number(text, tail))
+        cost += 4 * (head > 0 and text[head].isalnum())  # the head ends a word
+        cost += 4 * text[tail - 1].isalnum()  # the tail starts one
+        if best_cost is None or cost < best_cost:
+            best, best_cost = head, cost
+    if best_cost is None or best_cost >= 100:
+        best = mid  # no cut near the middle keeps every number whole: plain halves
+    return text[:best] + ELLIPSIS + text[len(text) - (keep - best):]

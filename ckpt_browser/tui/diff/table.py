@@ -15,7 +15,8 @@ from rich.text import Text
 from ckpt_browser.escape import printable
 from ckpt_browser.report.styles import ALERT
 from ckpt_browser.report.words import short_number
-from ckpt_browser.tui.common.vtable import Column, VTable, cut_middle
+from ckpt_browser.tui.common.cells import cut_middle
+from ckpt_browser.tui.common.vtable import Column, VTable
 from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.values.diff import Row
 

@@ -44,3 +44,23 @@ async def go_to(app, pilot, name: str):
     tree.move_cursor(node)
     await pilot.pause()
     return node
+
+
+def alone(widget_class):
+    """An App holding one `widget_class`, to drive a widget by itself."""
+    from textual.app import App
+
+    class Host(App):
+        def compose(self):
+            yield widget_class()
+
+    return Host()
+
+
+def count_drawn(monkeypatch, table_class) -> list:
+    """The rows `table_class` formats from now on (a VTable formats only visible rows)."""
+    drawn: list = []
+    original = table_class.row_text
+    monkeypatch.setattr(table_class, "row_text",
+                        lambda self, r: drawn.append(r) or original(self, r))
+    return drawn

@@ -15,7 +15,7 @@ from ckpt_browser.tui.diff.table import DiffTable
 from ckpt_browser.values.diff import Options, Row, open_side
 from ckpt_browser.values.locate import TensorLoc
 from ckpt_browser.values.read import Cancelled
-from tests.tui.conftest import SAMPLES, loaded, plain
+from tests.tui.conftest import SAMPLES, alone, count_drawn, loaded, plain
 
 SIZE = (80, 24)
 RUN3, RUN6 = "tiny-llama-run/checkpoint-3", "tiny-llama-run/checkpoint-6"
@@ -403,19 +403,9 @@ def _rows(n: int) -> list[Row]:
 async def test_94000_rows_draw_only_what_is_visible(monkeypatch):
     """No timing assertion (benchmarks measure): the table formats the visible lines only,
     whatever the number of rows, and keys work on the whole list."""
-    from textual.app import App
-
     rows = _rows(94_000)
-    drawn = []
-    original = DiffTable.row_text
-    monkeypatch.setattr(DiffTable, "row_text", lambda self, r: drawn.append(r) or
-                        original(self, r))
-
-    class Host(App):
-        def compose(self):
-            yield DiffTable()
-
-    app = Host()
+    drawn = count_drawn(monkeypatch, DiffTable)
+    app = alone(DiffTable)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(DiffTable)
         table.focus()

@@ -13,7 +13,7 @@ from ckpt_browser.report.words import size
 from ckpt_browser.tui.browse.table import TensorTable, file_cell, shape_cell
 from ckpt_browser.tui.browse.values_panel import ValuesPanel
 from ckpt_browser.tui.common.cells import cut_middle
-from tests.tui.conftest import SAMPLES, loaded, plain
+from tests.tui.conftest import SAMPLES, alone, count_drawn, loaded, plain
 
 SIZE = (80, 24)
 RUN6 = "tiny-llama-run/checkpoint-6"
@@ -141,18 +141,8 @@ def moe_rows(tmp_path):
 
 
 async def test_94000_rows_scroll_and_draw_only_what_is_visible(moe_rows, monkeypatch):
-    from textual.app import App
-
-    drawn = []
-    original = TensorTable.row_text
-    monkeypatch.setattr(TensorTable, "row_text", lambda self, r: drawn.append(r) or
-                        original(self, r))
-
-    class Host(App):
-        def compose(self):
-            yield TensorTable()
-
-    app = Host()
+    drawn = count_drawn(monkeypatch, TensorTable)
+    app = alone(TensorTable)
     async with app.run_test(size=SIZE) as pilot:
         t = app.query_one(TensorTable)
         t.focus()

@@ -14,6 +14,7 @@ from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
 from ckpt_browser.model import ERROR, INFO, WARNING, Layout, Problem, natural_key
 from ckpt_browser.readers.detection.dcp import DCP_DATA
 from ckpt_browser.readers.files import NOT_A_CHECKPOINT, head_of, sniff_named
+from ckpt_browser.readers.hf_cache import CacheEntry, cache_entry, incomplete_blobs
 from ckpt_browser.readers.index import read_index
 
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -23,8 +24,32 @@ PREFERRED_INDEX = "model.safetensors.index.json"
 def open_layout(path: str) -> Layout:
     """Resolve a path; raise CheckpointError when nothing there is readable."""
     layout = _open_layout(path)
+    entry = cache_entry(layout.root)
+    if entry is not None:  # links into blobs/ are how the cache works: name the repo instead
+        return replace(layout, shown_as=entry.shown(),
+                       problems=layout.problems + _cache_problems(entry, layout))
     note = _links_outside(layout)
     return replace(layout, problems=layout.problems + (note,)) if note else layout
+
+
+def _cache_problems(entry: CacheEntry, layout: Layout) -> tuple[Problem, ...]:
+    """An interrupted download leaves `.incomplete` blobs and no snapshot links for them; a
+    link whose blob was deleted (a pruned cache) dangles."""
+    found = []
+    partial = incomplete_blobs(entry)
+    if partial:
+        found.append(Problem(WARNING, None, f"an unfinished download of {entry.repo_id}: "
+                             f"{len(partial)} .incomplete blob(s) in "
+                             f"{os.path.basename(entry.repo_folder)}/blobs, so files of this "
+                             f"revision may be missing here; downloading it again resumes it"))
+    dangling = [n for n in layout.files if os.path.islink(os.path.join(layout.root, n))
+                and not os.path.exists(os.path.join(layout.root, n))]
+    if dangling:
+        more = f" and {len(dangling) - 1} more" if len(dangling) > 1 else ""
+        found.append(Problem(ERROR, dangling[0], f"{len(dangling)} file(s) of the cached "
+                             f"{entry.repo_id} link to blobs that are gone ({dangling[0]}{more}): "
+                             f"the cache was pruned or the download broke"))
+    return tuple(found)
 
 
 def _links_outside(layout: Layout) -> Problem | None:

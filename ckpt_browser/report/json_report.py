@@ -10,8 +10,10 @@ from ckpt_browser.standins import HugeInt
 
 def inspect_doc(ckpt: Checkpoint) -> dict:
     totals = ckpt.totals
+    source = {"shown_as": ckpt.layout.shown_as} if ckpt.layout.shown_as else {}
     return {
         "path": ckpt.layout.path,
+        **source,
         "format": ckpt.layout.format,
         "files": [{"path": f.name, "format": f.format, "size": f.size,
                    "header_bytes": f.header_bytes, "tensors": len(f.tensors), "error": f.error}

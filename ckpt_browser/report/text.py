@@ -22,6 +22,7 @@ def inspect_text(ckpt: Checkpoint, framework: str = "") -> str:
     kinds = Counter(f.format for f in ckpt.files)
     lines = [
         f"path     {ckpt.layout.path}",
+        *([f"repo     {ckpt.layout.shown_as}"] if ckpt.layout.shown_as else []),
         f"format   {fmt}",
         f"files    {len(ckpt.files)} ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
         if ckpt.files else "files    0",

@@ -1,0 +1,74 @@
+"""A checkpoint inside the Hugging Face hub cache, named as the repo it mirrors.
+
+huggingface_hub downloads into `<cache>/models--org--name/` (datasets--, spaces-- likewise):
+`blobs/<hash>` holds each file once, `snapshots/<commit>/` holds the repo's tree as symlinks into
+blobs/, and `refs/<branch>` holds the commit a branch pointed to. A file still downloading is
+`blobs/<hash>.incomplete`, and its snapshot link is made only when it completes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+KINDS = {"models": "model", "datasets": "dataset", "spaces": "space"}
+MAX_REF_BYTES = 200  # a ref file holds one 40-hex commit hash
+MAX_ENTRIES = 100_000  # refs or blobs looked at in one repo folder
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    repo_id: str  # "org/name"
+    kind: str  # "model" | "dataset" | "space"
+    revision: str  # the snapshot folder: a commit hash
+    refs: tuple[str, ...]  # the branches or tags that point at it ("main")
+    repo_folder: str  # <cache>/models--org--name
+
+    def shown(self) -> str:
+        """`hf cache: org/name @ main (0123abcd)`, the way people name a revision."""
+        short = self.revision[:8] if len(self.revision) == 40 else self.revision
+        at = f"{', '.join(self.refs)} ({short})" if self.refs else short
+        kind = "" if self.kind == "model" else f"{self.kind} "
+        return f"hf cache: {kind}{self.repo_id} @ {at}"
+
+
+def cache_entry(path: str) -> CacheEntry | None:
+    """The cache entry a path lies in (the snapshot folder or anything under it), else None."""
+    parts = os.path.abspath(path).split(os.sep)
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] != "snapshots":
+            continue
+        prefix, _, name = parts[i - 1].partition("--")
+        if prefix not in KINDS or not name:
+            return None
+        repo_folder = os.sep.join(parts[:i])
+        revision = parts[i + 1]
+        return CacheEntry(name.replace("--", "/"), KINDS[prefix], revision,
+                          _refs_to(repo_folder, revision), repo_folder)
+    return None
+
+
+def _refs_to(repo_folder: str, revision: str) -> tuple[str, ...]:
+    refs = os.path.join(repo_folder, "refs")
+    found = []
+    try:
+        names = sorted(os.listdir(refs))[:MAX_ENTRIES]
+    except OSError:
+        return ()
+    for name in names:
+        try:
+            with open(os.path.join(refs, name), "rb") as f:
+                if f.read(MAX_REF_BYTES).strip().decode("ascii", "replace") == revision:
+                    found.append(name)
+        except OSError:
+            continue
+    return tuple(found)
+
+
+def incomplete_blobs(entry: CacheEntry) -> list[str]:
+    """Blobs of an interrupted (or running) download."""
+    try:
+        names = os.listdir(os.path.join(entry.repo_folder, "blobs"))
+    except OSError:
+        return []
+    return sorted(n for n in names[:MAX_ENTRIES] if n.endswith(".incomplete"))

@@ -15,6 +15,10 @@ def local_path(path: str, args) -> str:
 
     if not is_url(path):
         return path
+    from ckpt_browser.readers.hf_cache import offline, offline_snapshot
+
+    if path.startswith("hf://") and offline():
+        return offline_snapshot(path)  # as huggingface_hub does offline: the cache only
     from ckpt_browser.remote.mirror import mirror
     from ckpt_browser.remote.urls import public
 

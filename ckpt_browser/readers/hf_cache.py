@@ -72,3 +72,64 @@ def incomplete_blobs(entry: CacheEntry) -> list[str]:
     except OSError:
         return []
     return sorted(n for n in names[:MAX_ENTRIES] if n.endswith(".incomplete"))
+
+
+TRUE_WORDS = {"1", "ON", "YES", "TRUE"}  # what huggingface_hub takes as set
+
+
+def offline(environ=os.environ) -> bool:
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set: hf:// is answered from the cache."""
+    value = environ.get("HF_HUB_OFFLINE") or environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.upper() in TRUE_WORDS
+
+
+def hub_cache(environ=os.environ) -> str:
+    """Where huggingface_hub keeps its cache, by the variables it reads, in its order."""
+    home = environ.get("HF_HOME") or os.path.join(
+        environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "huggingface")
+    cache = environ.get("HF_HUB_CACHE") or environ.get("HUGGINGFACE_HUB_CACHE") or \
+        os.path.join(home, "hub")
+    return os.path.expanduser(os.path.expandvars(cache))
+
+
+def offline_snapshot(url: str, environ=os.environ) -> str:
+    """`hf://org/name[@revision][/subfolder]` (or `hf://datasets/org/name...`) as its folder
+    in the local cache; PathNotFound, naming what is missing, when the cache lacks it."""
+    from ckpt_browser.errors import PathNotFound
+
+    rest = url[len("hf://"):].strip("/")
+    kind = "models"
+    for plural in ("datasets", "spaces"):
+        if rest.startswith(plural + "/"):
+            kind, rest = plural, rest[len(plural) + 1:]
+    parts = rest.split("/")
+    if len(parts) < 2:
+        raise PathNotFound(url, "an hf:// path names a repo as org/name")
+    org, name_rev, sub = parts[0], parts[1], parts[2:]
+    name, _, revision = name_rev.partition("@")
+    revision = revision or "main"
+    repo = os.path.join(hub_cache(environ), f"{kind}--{org}--{name}")
+    offline_words = "HF_HUB_OFFLINE is set, so the Hub is not asked"
+    if not os.path.isdir(repo):
+        raise PathNotFound(url, f"{org}/{name} is not in the Hugging Face cache "
+                           f"({hub_cache(environ)}); {offline_words}")
+    commit = _ref(repo, revision) or revision
+    snapshot = os.path.join(repo, "snapshots", commit)
+    if not os.path.isdir(snapshot):
+        raise PathNotFound(url, f"revision {revision!r} of {org}/{name} is not in the Hugging "
+                           f"Face cache; {offline_words}")
+    path = os.path.join(snapshot, *sub)
+    if not os.path.lexists(path):
+        raise PathNotFound(url, f"{'/'.join(sub)} is not in the cached {org}/{name} "
+                           f"@ {revision}; {offline_words}")
+    return path
+
+
+def _ref(repo: str, revision: str) -> str | None:
+    ref = os.path.join(repo, "refs", *revision.split("/"))
+    try:
+        with open(ref, "rb") as f:
+            return f.read(MAX_REF_BYTES).strip().decode("ascii", "replace") or None
+    except OSError:
+        return None

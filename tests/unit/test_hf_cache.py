@@ -19,21 +19,24 @@ from ckpt_browser.readers.hf_cache import cache_entry
 from tests.tui.conftest import SAMPLES
 
 RUN = SAMPLES / "tiny-llama-run" / "checkpoint-6"
-REVISION = "1f0c3a5d9e8b7c6a5f4e3d2c1b0a99887766554"[:40].ljust(40, "0")
+REVISION = "1f0c3a5d9e8b7c6a5f4e3d2c1b0a998877665540"  # a commit hash: 40 hex digits
 
 
-def cache_of(folder, cache_root):
-    """Mirror `folder` as the cached model repo org/tiny-llama at REVISION."""
+def cache_of(folder, cache_root, sub: str = ""):
+    """Mirror `folder` as the cached model repo org/tiny-llama at REVISION (under `sub` in
+    the repo when given)."""
     repo = cache_root / "models--org--tiny-llama"
     (repo / "blobs").mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(REVISION)
     snap = repo / "snapshots" / REVISION
-    snap.mkdir(parents=True)
+    target = snap / sub if sub else snap
+    target.mkdir(parents=True)
+    up = [".."] * (2 + (len(sub.split("/")) if sub else 0))
     for f in sorted(folder.iterdir()):
         digest = hashlib.sha256(f.read_bytes()).hexdigest()
         shutil.copyfile(f, repo / "blobs" / digest)
-        os.symlink(os.path.join("..", "..", "blobs", digest), snap / f.name)
+        os.symlink(os.path.join(*up, "blobs", digest), target / f.name)
     return repo, snap
 
 
@@ -97,3 +100,41 @@ def test_a_link_to_a_pruned_blob_is_an_error_naming_the_file(capsys, cached):
     problems = json.loads(out)["problems"]
     assert any(p["severity"] == "error" and p["file"] == shard.name
                and "link to blobs that are gone" in p["message"] for p in problems)
+
+
+@pytest.fixture
+def offline_hub(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tmp_path / "hub"
+
+
+def without_path(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k != "path"}
+
+
+@pytest.mark.parametrize("revision", ["", "@main", f"@{REVISION}"])
+def test_hf_url_offline_opens_the_cached_snapshot(capsys, offline_hub, revision):
+    _, snap = cache_of(RUN, offline_hub)
+    _, local, _ = run(capsys, "inspect", snap, "--json")
+    code, remote, err = run(capsys, "inspect", f"hf://org/tiny-llama{revision}", "--json")
+    assert code == 0 and err == ""
+    assert without_path(json.loads(remote)) == without_path(json.loads(local))
+
+
+def test_hf_url_offline_with_a_subfolder(capsys, offline_hub):
+    _, snap = cache_of(RUN, offline_hub, sub="runs/checkpoint-6")
+    code, out, _ = run(capsys, "check", "hf://org/tiny-llama/runs/checkpoint-6", "--json")
+    assert code == 0 and json.loads(out)["verdict"] == "exact"
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    ("hf://org/absent", "org/absent is not in the Hugging Face cache"),
+    ("hf://org/tiny-llama@v2", "revision 'v2' of org/tiny-llama is not in the Hugging Face cache"),
+    ("hf://org/tiny-llama/nope", "nope is not in the cached org/tiny-llama @ main"),
+])
+def test_hf_url_offline_not_cached_is_one_line(capsys, offline_hub, url, words):
+    cache_of(RUN, offline_hub)
+    code, out, err = run(capsys, "inspect", url)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and words in err and "HF_HUB_OFFLINE" in err

@@ -108,8 +108,8 @@ def _quiz_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lang", choices=("en", "vi"), default="en",
                    help="English or Vietnamese (default en)")
     p.add_argument("--from", dest="from_path", metavar="PATH",
-                   help="add questions about the checkpoint at PATH (a local folder or "
-                   "file), answers computed from it")
+                   help="add questions about the checkpoint at PATH (a folder, a file or a "
+                   "URL), answers computed from it")
     p.add_argument("--count", metavar="N", type=_count, default=10,
                    help="how many questions (default 10)")
     p.add_argument("--seed", metavar="S", type=int,
@@ -118,6 +118,7 @@ def _quiz_args(p: argparse.ArgumentParser) -> None:
                    "record ($XDG_STATE_HOME/ckpt-browser/quiz.json)")
     p.add_argument("--export", choices=("json",), help="print the whole bank (both "
                    "languages, answers, explanations) and exit")
+    _remote_options(p)
     p.add_argument("--bank", metavar="FILE", help="another question bank file (format: "
                    "ckpt_browser/quiz/FORMAT.md)")
 
@@ -251,7 +252,7 @@ def cmd_quiz(args) -> int:
     if args.from_path:
         from ckpt_browser.quiz.generated import questions_for
 
-        questions += questions_for(args.from_path, args.seed)
+        questions += questions_for(local_path(args.from_path, args), args.seed)
     if args.export:
         sys.stdout.write(json.dumps(export_doc(questions), ensure_ascii=False, indent=1) + "\n")
         return ExitCode.OK

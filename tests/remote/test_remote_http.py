@@ -642,3 +642,15 @@ def test_browse_a_missing_url_fails_before_taking_the_screen(range_server):
     url = range_server.url_for("no-such-dir/")
     assert_names(assert_one_line_error(run_cli("browse", url), "no such file or folder"), url)
     assert_names(assert_one_line_error(run_cli(url), "no such file or folder"), url)
+
+
+def test_quiz_from_a_url_asks_about_that_checkpoint(range_server, served_root):
+    """quiz --from URL: the same questions about the checkpoint as its local copy gives
+    (answers computed from the headers and state files read over HTTP), beyond the bank's."""
+    rel = "tiny-llama-run/checkpoint-6"
+    bank, _ = local_json("quiz", "--export", "json")
+    local, _ = local_json("quiz", "--from", served_root / rel, "--export", "json", "--seed", "3")
+    remote, _ = run_json("quiz", "--from", range_server.url_for(rel + "/"), "--export", "json",
+                         "--seed", "3")
+    assert remote == local
+    assert len(remote["questions"]) > len(bank["questions"])

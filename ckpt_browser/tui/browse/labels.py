@@ -8,7 +8,7 @@ from ckpt_browser.analysis.modules import ModuleNode, leaf_name
 from ckpt_browser.escape import printable
 from ckpt_browser.model import TensorInfo
 from ckpt_browser.report.styles import ALERT, WARN
-from ckpt_browser.report.words import count, size, size_cell
+from ckpt_browser.report.words import count, plural, size, size_cell
 from ckpt_browser.tui.common.cells import cut_middle
 
 STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "missing": "MISSING",
@@ -33,9 +33,10 @@ def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: 
     if not tensors and fmt != "safetensors":
         text.append(f"{kind}  {size(nbytes)}" if nbytes is not None else kind, style="dim")
         return text
-    counted = f"{shown:,}/{tensors:,}" if shown is not None else f"{tensors:,}"
-    plural = "" if (shown if shown is not None else tensors) == 1 and tensors == 1 else "s"
-    text.append(f"{kind}  {counted} tensor{plural}  {size(nbytes)}", style="dim")
+    counted = plural(tensors, "tensor")
+    if shown is not None:  # "7/9 tensors" under a filter
+        counted = f"{shown:,}/{counted}"
+    text.append(f"{kind}  {counted}  {size(nbytes)}", style="dim")
     return text
 
 

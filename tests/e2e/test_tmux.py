@@ -1,74 +1,20 @@
 """The real terminal: ckpt-browser in tmux, typed at like a person over SSH."""
 
 import os
-import shlex
-import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.tmux import TMUX, Terminal
+
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"
-TMUX = shutil.which("tmux")
 pytestmark = pytest.mark.skipif(TMUX is None and not os.environ.get("CI"),
                                 reason="tmux not installed (CI installs it)")
 
 
-def _command() -> list[str]:
-    """The installed console script when there is one, as a user runs it."""
-    script = Path(sys.executable).with_name("ckpt-browser")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "ckpt_browser"]
-
-
-class Terminal:
-    def __init__(self, tmp: Path, session: str) -> None:
-        self.session = session
-        self.rc_file = tmp / "rc"
-
-    def start(self, args: list[str], cwd: Path) -> None:
-        cmd = " ".join(shlex.quote(a) for a in [*_command(), *args])
-        shell = (f"cd {shlex.quote(str(cwd))} && env TERM=xterm-256color TEXTUAL_ANIMATIONS=none "
-                 f"{cmd}; echo $? > {shlex.quote(str(self.rc_file))}; sleep 30")
-        subprocess.run([TMUX, "new-session", "-d", "-s", self.session, "-x", "80", "-y", "24",
-                        shell], check=True)
-
-    def screen(self) -> str:
-        return subprocess.run([TMUX, "capture-pane", "-p", "-t", self.session],
-                              capture_output=True, text=True).stdout
-
-    def wait_for(self, text: str, timeout: float = 20.0, present: bool = True) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if (text in screen) == present:
-                return screen
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} {'never appeared' if present else 'never went'}:\n"
-                             f"{self.screen()}")
-
-    def keys(self, *keys: str) -> None:
-        subprocess.run([TMUX, "send-keys", "-t", self.session, *keys], check=True)
-
-    def type(self, text: str) -> None:
-        subprocess.run([TMUX, "send-keys", "-t", self.session, "-l", text], check=True)
-
-    def exit_code(self, timeout: float = 20.0) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.rc_file.exists() and self.rc_file.read_text().strip():
-                return int(self.rc_file.read_text())
-            time.sleep(0.05)
-        raise AssertionError(f"the app did not exit:\n{self.screen()}")
-
-    def close(self) -> None:
-        subprocess.run([TMUX, "kill-session", "-t", self.session], capture_output=True)
-
-
 @pytest.fixture
 def terminal(tmp_path):
-    term = Terminal(tmp_path, f"ckpt-e2e-{os.getpid()}")
+    term = Terminal(tmp_path / "rc")
     yield term
     term.close()
 

@@ -12,12 +12,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.tmux import TMUX, Terminal
 
 from .conftest import (
     SAMPLES,
@@ -555,57 +555,9 @@ def test_a_presigned_url_token_is_never_printed_nor_cached(range_server, served_
 
 # -- the terminal UI on a URL ------------------------------------------------------------------
 
-TMUX = shutil.which("tmux")
-
-
-class Tmux:
-    """The app in a tmux server of its own (its own socket: our environment, nobody else's)."""
-
-    def __init__(self, name: str, rc_file: Path):
-        self.base = [TMUX, "-L", name]
-        self.rc_file = rc_file
-
-    def start(self, args: list, env: dict) -> None:
-        import shlex
-
-        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        cmd = " ".join(shlex.quote(str(a)) for a in [sys.executable, "-m", "ckpt_browser", *args])
-        shell = (f"env TERM=xterm-256color TEXTUAL_ANIMATIONS=none {envs} {cmd}; "
-                 f"echo $? > {shlex.quote(str(self.rc_file))}; sleep 30")
-        subprocess.run([*self.base, "new-session", "-d", "-s", "main", "-x", "120", "-y", "30",
-                        shell], check=True)
-
-    def screen(self) -> str:
-        return subprocess.run([*self.base, "capture-pane", "-p", "-t", "main"],
-                              capture_output=True, text=True).stdout
-
-    def wait_for(self, text: str, timeout: float = 20.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} never appeared:\n{self.screen()}")
-
-    def keys(self, *keys: str) -> None:
-        subprocess.run([*self.base, "send-keys", "-t", "main", *keys], check=True)
-
-    def exit_code(self, timeout: float = 20.0) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.rc_file.exists() and self.rc_file.read_text().strip():
-                return int(self.rc_file.read_text())
-            time.sleep(0.05)
-        raise AssertionError(f"the app did not exit:\n{self.screen()}")
-
-    def close(self) -> None:
-        subprocess.run([*self.base, "kill-server"], capture_output=True)
-
-
 @pytest.fixture
 def tmux(tmp_path):
-    term = Tmux(f"ckpt-remote-{os.getpid()}", tmp_path / "rc")
+    term = Terminal(tmp_path / "rc", width=120, height=30)
     yield term
     term.close()
 

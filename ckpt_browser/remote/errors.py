@@ -20,11 +20,51 @@ def _why(e: BaseException) -> str:
     return text[:200] or type(e).__name__
 
 
+NO_REPO = ("no such file or folder: the Hub has no such repo, or it is private and HF_TOKEN "
+           "does not give access to it")
+NO_REVISION = "no such file or folder: the repo has no such revision (branch, tag or commit)"
+GATED = ("access denied: a gated repo; accept its conditions on its page on the Hub, then set "
+         "HF_TOKEN to a token of that account")
+BAD_TOKEN = "access denied: the Hub refused the token (HF_TOKEN is invalid or has expired)"
+
+
+def _hub_error(where: str, e: BaseException) -> CheckpointError | None:
+    """huggingface_hub's errors, told apart by class name (its classes are not imported here);
+    HfFileSystem wraps a missing repo or revision in FileNotFoundError, the cause says which."""
+    cause = e.__cause__ if isinstance(e, FileNotFoundError) and e.__cause__ else e
+    names = {c.__name__ for c in type(cause).__mro__}
+    if "GatedRepoError" in names:
+        return RemoteError(where, GATED)
+    if "RevisionNotFoundError" in names:
+        return PathNotFound(where, NO_REVISION)
+    if "RepositoryNotFoundError" in names:
+        return PathNotFound(where, NO_REPO)
+    if "HfHubHTTPError" in names:
+        status = getattr(getattr(cause, "response", None), "status_code", None)
+        if status == 401:
+            return RemoteError(where, BAD_TOKEN)
+        if status == 403:
+            return RemoteError(where, "access denied")
+        if status == 429:
+            return RemoteError(where, "the Hub is rate-limiting these requests; try again later")
+        if status is not None:
+            return RemoteError(where, f"cannot read: the Hub answered HTTP {status}")
+    return None
+
+
 @contextmanager
 def remote_errors(where: str, timeout: float | None = None):
     """Translate what fsspec and its backends raise into one line about `where`."""
     try:
-        yield
+        try:
+            yield
+        except CheckpointError:
+            raise
+        except Exception as e:  # noqa: BLE001 - sorted below; the Hub's errors first
+            hub = _hub_error(where, e)
+            if hub is not None:
+                raise hub from None
+            raise
     except CheckpointError:
         raise
     except FileNotFoundError:

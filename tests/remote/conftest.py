@@ -9,6 +9,9 @@
   `ckpts` holding every file of `sample_checkpoints/` under its relative path; per test it sets
   the standard AWS variables (endpoint, region, a fake key pair whose secret is `SECRET`).
   `.object_reads()` lists the keys read since the test started (from moto's request log).
+- `store`: every object store of `STORES` (scheme -> fixture name) in turn, a `stores.Store`
+  serving `sample_checkpoints/` with the environment its users would have; the test ids are
+  the schemes. Today `s3_store` (`stores.S3Store` over `s3_server`).
 - every test gets its own `CKPT_BROWSER_CACHE` (the `cache_dir` fixture), no proxy, no AWS
   config files, no instance metadata.
 
@@ -35,6 +38,7 @@ from pathlib import Path
 import pytest
 
 from .range_server import RangeServer
+from .stores import S3Store, Store
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_checkpoints"
@@ -352,3 +356,21 @@ def s3_server(_moto, monkeypatch) -> Moto:
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", _moto.endpoint)
     _moto.reset_requests()
     return _moto
+
+
+@pytest.fixture
+def s3_store(s3_server) -> S3Store:
+    """`s3_server` as a `Store`: s3://ckpts/REL is sample_checkpoints/REL."""
+    return S3Store(s3_server, BUCKET, SECRET)
+
+
+# -- every store -----------------------------------------------------------------------------
+
+# scheme -> the fixture that makes its Store; a new store is one entry here.
+STORES = {"s3": "s3_store"}
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request) -> Store:
+    """Each store of STORES in turn (the test id is its scheme)."""
+    return request.getfixturevalue(STORES[request.param])

@@ -52,6 +52,11 @@ def _hub_error(where: str, e: BaseException) -> CheckpointError | None:
     return None
 
 
+def _gcs_forbidden(e: OSError) -> bool:
+    """gcsfs raises GCS's 403 as a plain OSError("Forbidden: <path>\n<GCS's message>")."""
+    return type(e) is OSError and str(e).startswith("Forbidden: ")
+
+
 @contextmanager
 def remote_errors(where: str, timeout: float | None = None):
     """Translate what fsspec and its backends raise into one line about `where`."""
@@ -82,6 +87,8 @@ def remote_errors(where: str, timeout: float | None = None):
                               "download whole files") from None
         raise RemoteError(where, f"cannot read: {_why(e)}") from None
     except OSError as e:
+        if _gcs_forbidden(e):
+            raise RemoteError(where, f"access denied ({_why(e)})") from None
         raise RemoteError(where, f"cannot read: {_why(e)}") from None
     except Exception as e:  # noqa: BLE001 - aiohttp, botocore ... each have their own classes
         name = type(e).__name__

@@ -50,6 +50,8 @@ def open_fs(url: str, timeout: float):
     elif protocol in ("s3", "s3a"):
         options["config_kwargs"] = {"connect_timeout": timeout, "read_timeout": timeout,
                                     "retries": {"max_attempts": 2}}
+    elif protocol in ("gs", "gcs"):
+        return _gcs(url, shown, protocol, timeout)
     with remote_errors(shown, timeout):
         try:
             fs, root = fsspec.core.url_to_fs(url, **options)
@@ -61,6 +63,23 @@ def open_fs(url: str, timeout: float):
     if _http(fs):
         root = url  # HTTP paths are whole URLs
     return fs, root
+
+
+def _gcs(url: str, shown: str, protocol: str, timeout: float):
+    """gs:// through gcsfs's GCSFileSystem: the JSON API every bucket serves (and the one
+    STORAGE_EMULATOR_HOST redirects). The class fsspec would pick (gcsfs's experimental
+    ExtendedGcsFileSystem, on by default) first asks the Storage Control gRPC API for each
+    bucket's layout: against an emulator every call waited out 60 s of retries while grpc
+    printed failed handshakes on stderr; header reads need none of what it adds."""
+    options = {"requests_timeout": timeout}
+    with remote_errors(shown, timeout):
+        try:
+            from gcsfs.core import GCSFileSystem
+        except ImportError:
+            raise RemoteError(shown, f"{protocol}:// needs a filesystem that is not "
+                              f"installed; install it with: {EXTRA}") from None
+        fs = GCSFileSystem(**options)
+        return fs, fs._strip_protocol(url)
 
 
 def version(info: dict) -> str | None:
@@ -79,31 +98,85 @@ def _stat(got: dict) -> tuple[int | None, str | None]:
     return (int(size) if size is not None else None), version(got)
 
 
-def entries(fs, root: str, depth: int, cap: int) -> tuple[str, list]:
-    """("folder", [(relative name, size, version)]) or ("file", [(size, version)])."""
+def mtime(meta: dict) -> float | None:
+    """When the store last changed an object, from its listing: S3's LastModified, GCS's
+    updated, an mtime; None when the listing does not say (HTTP, the Hub's plain tree)."""
+    import datetime
+
+    for key in ("LastModified", "last_modified", "updated", "mtime"):
+        v = meta.get(key)
+        if isinstance(v, datetime.datetime):
+            return (v if v.tzinfo else v.replace(tzinfo=datetime.timezone.utc)).timestamp()
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        if isinstance(v, str) and v:
+            try:
+                t = datetime.datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            return (t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)).timestamp()
+    return None
+
+
+def entries(fs, root: str, depth: int, cap: int) -> tuple[str, list, dict[str, float]]:
+    """("folder", [(relative name, size, version)], times) or ("file", [(size, version)], {}),
+    times being {relative name: remote mtime} for the files and folders whose time is known."""
     if _http(fs):
         return _http_entries(fs, root, depth, cap)
     got = fs.info(root)
     if got.get("type") != "directory":
-        return "file", [_stat(got)]
-    found = fs.find(root, withdirs=False, detail=True)
-    if len(found) > cap:
-        raise RemoteError(root, f"holds more than {cap:,} files; name one checkpoint inside it")
+        return "file", [_stat(got)], {}
+    found = fs.find(root, withdirs=_hub(fs), detail=True)
     prefix = root.rstrip("/") + "/"
-    out = []
+    out, times, folders = [], {}, []
     for path, meta in found.items():
+        if path.rstrip("/") == prefix[:-1]:
+            continue  # withdirs lists the folder itself
         rel = path[len(prefix):] if path.startswith(prefix) else path.rpartition("/")[2]
-        if rel and rel.count("/") < depth:
-            size = meta.get("size")
-            out.append((rel, int(size) if size is not None else None, version(meta)))
-    return "folder", sorted(out)
+        if not rel or rel.count("/") >= depth:
+            continue
+        if meta.get("type") == "directory":
+            folders.append(rel)
+            continue
+        size = meta.get("size")
+        out.append((rel, int(size) if size is not None else None, version(meta)))
+        if (t := mtime(meta)) is not None:
+            times[rel] = t
+    if len(out) > cap:
+        raise RemoteError(root, f"holds more than {cap:,} files; name one checkpoint inside it")
+    if _hub(fs):
+        from ckpt_browser.readers.checkpoints import step_of
+
+        named = [rel for rel, _, _ in out if "/" not in rel and step_of(rel)[1] is not None]
+        if folders or named:
+            times.update(_hub_times(fs, prefix, folders + named))
+    return "folder", sorted(out), times
+
+
+def _hub_times(fs, prefix: str, paths: list[str]) -> dict[str, float]:
+    """The Hub's plain tree has no dates: one paths-info request per 1000 paths asks for the
+    last commit of the folders and of the files named like checkpoints (for the timeline)."""
+    resolved = fs.resolve_path(prefix)
+    base = resolved.path_in_repo.strip("/")
+    times = {}
+    for i in range(0, len(paths), 1000):
+        batch = paths[i:i + 1000]
+        infos = fs._api.get_paths_info(resolved.repo_id, [f"{base}/{f}" if base else f
+                                                          for f in batch], expand=True,
+                                       revision=resolved.revision,
+                                       repo_type=resolved.repo_type)
+        for info in infos:
+            commit = getattr(info, "last_commit", None)
+            if commit is not None and getattr(commit, "date", None) is not None:
+                times[info.path[len(base) + 1:] if base else info.path] = commit.date.timestamp()
+    return times
 
 
 def _http_entries(fs, root: str, depth: int, cap: int) -> tuple[str, list]:
     if not root.endswith("/"):  # a folder answers with its HTML listing
         got = fs.info(root)
         if got.get("mimetype") != "text/html":
-            return "file", [_stat(got)]
+            return "file", [_stat(got)], {}
         root += "/"
     out, todo = [], [(root, 0)]
     while todo:
@@ -120,7 +193,7 @@ def _http_entries(fs, root: str, depth: int, cap: int) -> tuple[str, list]:
             if len(out) > cap:
                 raise RemoteError(root, f"holds more than {cap:,} files; name one checkpoint "
                                   "inside it")
-    return "folder", sorted(out)
+    return "folder", sorted(out), {}  # an HTML listing carries no times
 
 
 def read_range(fs, path: str, start: int, end: int,

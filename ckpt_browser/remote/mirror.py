@@ -96,6 +96,7 @@ class _Mirror:
         self.old: dict = {}
         self.new: dict[str, dict] = {}
         self.paths: dict[str, str] = {}  # name -> remote path, where not root/name
+        self.times: dict[str, float] = {}  # name -> the store's mtime, where the listing says
         self.lock = threading.Lock()
 
     # -- listing -------------------------------------------------------------------------------
@@ -105,7 +106,8 @@ class _Mirror:
         from ckpt_browser.remote.fs import entries
 
         lim = limits.LIMITS
-        kind, found = entries(self.fs, self.given, lim.remote_depth, lim.remote_files)
+        kind, found, self.times = entries(self.fs, self.given, lim.remote_depth,
+                                          lim.remote_files)
         if kind == "file":  # named without its query (a presigned URL's token stays out)
             self.folder_shown, _, name = self.shown.rpartition("/")
             self.paths[name] = self.given
@@ -133,6 +135,7 @@ class _Mirror:
             self.new[name] = {"size": size, "version": version}
         self._dcp_items([r[0] for r in ranks])
         self._forget_others()
+        self._set_times()
         _save_manifest(os.path.join(self.local, MANIFEST), self.shown, self.new)
 
     def _forget_others(self) -> None:
@@ -142,6 +145,28 @@ class _Mirror:
                 rel = os.path.relpath(os.path.join(folder, n), self.local)
                 if rel != MANIFEST and rel not in self.new:
                     os.remove(os.path.join(folder, n))
+
+    def _set_times(self) -> None:
+        """The mirror's files and folders take the store's times (a run folder's timeline shows
+        when each checkpoint was written, not when it was mirrored): a file its listed time, a
+        folder its own (the Hub's last commit) or else its newest file's. Folders deepest first,
+        after every write, since writing into a folder changes its time."""
+        newest: dict[str, float] = {}
+        for name, t in self.times.items():
+            path = os.path.join(self.local, name)
+            if os.path.isfile(path):
+                os.utime(path, (t, t))
+            parent = os.path.dirname(name)
+            while parent:
+                newest[parent] = max(newest.get(parent, t), t)
+                parent = os.path.dirname(parent)
+        for folder in {*newest, *(n for n in self.times if os.path.isdir(
+                os.path.join(self.local, n)))}:
+            newest[folder] = self.times.get(folder, newest.get(folder, 0.0))
+        for folder in sorted(newest, key=lambda f: -f.count("/")):
+            path = os.path.join(self.local, folder)
+            if os.path.isdir(path) and newest[folder]:
+                os.utime(path, (newest[folder], newest[folder]))
 
     def _file(self, entry) -> None:
         name, size, version = entry

@@ -367,10 +367,16 @@ def s3_store(s3_server) -> S3Store:
 # -- every store -----------------------------------------------------------------------------
 
 # scheme -> the fixture that makes its Store; a new store is one entry here.
-STORES = {"s3": "s3_store"}
+STORES = {"s3": "s3_store", "gs": "gs_store", "hf": "hf_store"}
 
 
 @pytest.fixture(params=sorted(STORES))
 def store(request) -> Store:
     """Each store of STORES in turn (the test id is its scheme)."""
     return request.getfixturevalue(STORES[request.param])
+
+
+# gs:// (fake-gcs-server) and hf:// (the fake Hub) fixtures, registered here so every module
+# sees them and each session fixture starts once
+from .gcs import _gcs, gs_store  # noqa: E402, F401
+from .hub import _hub, hf_store  # noqa: E402, F401

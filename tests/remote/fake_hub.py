@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
 import urllib.parse
@@ -213,6 +214,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self):
         super().setup()
+        # no Nagle, as production servers: small answers must not wait for a delayed ACK
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.hub = self.server.hub  # type: ignore[attr-defined]
 
     # -- plumbing ----------------------------------------------------------------------------

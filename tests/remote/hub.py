@@ -6,6 +6,7 @@ Repos (once per session, per worker):
 - `org/served`: `served_root` (big/, wide/, bigpt/ ...: the byte-budget cases);
 - `org/private`: private, tiny-llama-release; the test token is granted;
 - `org/gated`: gated (manual approval), tiny-llama-release; the test token is not granted;
+- `org/run`: checkpoint-3/ and checkpoint-6/ pushed one commit each (a minute apart);
 - `org/revs`: `checkpoint/` holds tiny-llama-run/checkpoint-3 in the first commit (tag `v1`)
   and checkpoint-6 in the second (`main`).
 """
@@ -45,6 +46,11 @@ def _hub(served_root):
     hub.tag("org/revs", "v1", v1)
     hub.commit("org/revs", _under("checkpoint", run / "checkpoint-6"), "step 6", replace=True)
     hub.v1 = v1  # type: ignore[attr-defined]
+    hub.add_repo("org/run")  # a run pushed checkpoint by checkpoint, as the Trainer's
+    for step in (3, 6):     # hub_strategy="all_checkpoints" does
+        hub.commit("org/run", _under(f"checkpoint-{step}", run / f"checkpoint-{step}"),
+                   f"Training in progress, step {step}")
+
     yield hub
     hub.stop()
 
@@ -77,7 +83,7 @@ class HfStore:
         """A token the Hub does not know: every request is answered 401."""
         with self._mp.context() as mp:
             mp.setenv("HF_TOKEN", UNKNOWN_TOKEN)
-            yield
+            yield UNKNOWN_TOKEN
 
     def missing_container_url(self) -> str:
         return "hf://org/no-such-repo/run/checkpoint-1/"

@@ -1,29 +1,18 @@
 """The gs:// store of gcs.py proven on its own (gcsfs against fake-gcs-server through the
 counting proxy: listing, ranged reads counted once, a new generation on put, 403 when denied,
-the fake credential really sent), then the real CLI over it: `inspect --json` and
-`check --json` equal the local copy's, and a missing bucket, a missing key and denied access
-are each one line naming the URL, exit 2, without the secret.
+the fake credential really sent), before the shared suite (test_remote_stores.py) runs the S3
+checks on it; and the service-account key never reaching output or cache.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from . import gcs
 from .conftest import (
     SAMPLES,
-    assert_names,
-    assert_one_line_error,
-    local_json,
     run_cli,
-    run_json,
-    without,
 )
 from .gcs import ACCESS_TOKEN
-
-# the store's fixtures, until conftest registers them for every module
-_gcs = gcs._gcs
-gs_store = gcs.gs_store
 
 SAMPLE = "tiny-llama-run/checkpoint-6"
 SHARD = f"{SAMPLE}/model-00001-of-00003.safetensors"
@@ -102,58 +91,15 @@ def test_urls(gs_store):
     assert gs_store.missing_container_url() == "gs://no-such-bucket-ckpt/run/checkpoint-1/"
 
 
-# -- the CLI over it -------------------------------------------------------------------------
+# -- the CLI over it (the shared checks are in test_remote_stores.py) ---------------------------
 
-def test_inspect_json_equals_local(gs_store, cache_dir):
-    local, _ = local_json("inspect", SAMPLES / SAMPLE, "--json", ok=(0, 5))
-    url = gs_store.url(SAMPLE)
-    remote, proc = run_json("inspect", url, "--json", ok=(0, 5))
-    assert remote["path"].rstrip("/") == url.rstrip("/")
-    assert without(remote, "path") == without(local, "path")
+def test_the_key_file_never_leaks(gs_store, cache_dir):
+    """Beyond the access token (the shared suite's secret): no line of the service-account key
+    gcsfs signs with reaches the output or the cache."""
+    proc = run_cli("inspect", gs_store.url(SAMPLE), "--json")
+    assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
-    shards = {f"{SAMPLE}/model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)}
-    assert shards <= set(gs_store.object_reads())
     key_line = gs_store._gcs.private_key.splitlines()[1]  # a line of the key file's RSA key
     for text in (proc.stdout + proc.stderr, *(p.read_text(errors="replace") for p in
                                              cache_dir.rglob("*") if p.is_file())):
         assert gs_store.secret not in text and key_line not in text
-
-
-def test_check_json_equals_local(gs_store):
-    local, lcode = local_json("check", SAMPLES / SAMPLE, "--json", ok=CHECK_CODES)
-    url = gs_store.url(SAMPLE)
-    remote, proc = run_json("check", url, "--json", ok=CHECK_CODES)
-    assert proc.returncode == lcode
-    assert remote["path"].rstrip("/") == url.rstrip("/")
-    assert without(remote, "path") == without(local, "path")
-
-
-def test_inspect_reads_each_shard_once(gs_store):
-    run_json("inspect", gs_store.url("tiny-llama-release"), "--json")
-    reads = gs_store.object_reads()
-    for i in (1, 2, 3):
-        key = f"tiny-llama-release/model-0000{i}-of-00003.safetensors"
-        assert reads.count(key) == 1, (key, reads)  # the 128 KiB first read holds the header
-
-
-def test_a_missing_bucket(gs_store):
-    url = gs_store.missing_container_url()
-    proc = run_cli("inspect", url)
-    assert_names(assert_one_line_error(proc, "no such file or folder"), url)
-
-
-@pytest.mark.parametrize("rel, folder", [("tiny-llama-run/checkpoint-999", True),
-                                         ("lightning/nope.ckpt", False)])
-def test_a_missing_key(gs_store, rel, folder):
-    url = gs_store.url(rel, folder)
-    for cmd in ("inspect", "check"):
-        assert_names(assert_one_line_error(run_cli(cmd, url), "no such file or folder"), url)
-
-
-def test_access_denied(gs_store):
-    folder, file = gs_store.url(SAMPLE), gs_store.url("lightning/last.ckpt")
-    with gs_store.denied():
-        procs = [(run_cli("inspect", folder), folder), (run_cli("inspect", file), file)]
-    for proc, url in procs:
-        assert_names(assert_one_line_error(proc, "access denied"), url)
-        assert gs_store.secret not in proc.stderr + proc.stdout

@@ -184,3 +184,21 @@ def test_json_of_the_fake_hub_is_what_huggingface_hub_parses(hf_store):
         assert v["size"] == (RELEASE / k.rsplit("/", 1)[1]).stat().st_size
     data = fs.cat_file("org/samples/tiny-llama-release/config.json")
     assert json.loads(data) == json.loads((RELEASE / "config.json").read_text())
+
+
+def test_a_run_folders_timeline_has_the_hubs_times(hf_store):
+    """Each checkpoint's time is its last commit's, from one paths-info request; the order is
+    by step. Files named like checkpoints (Lightning's) get their commit's time too."""
+    from .fake_hub import EPOCH
+
+    doc, _ = run_json("inspect", "hf://org/run", "--json")
+    times = {e["name"]: (e["step"], e["mtime"]) for e in doc["timeline"]}
+    assert [e["name"] for e in doc["timeline"]][:2] == ["checkpoint-6", "checkpoint-3"]
+    # commits: the empty initial one, then one per checkpoint, a minute apart
+    assert times["checkpoint-3"] == (3, EPOCH + 60)
+    assert times["checkpoint-6"] == (6, EPOCH + 120)
+    posts = [r for r in hf_store.hub.api_requests() if r.method == "POST"]
+    assert len(posts) == 1 and "paths-info" in posts[0].path, posts
+    lightning, _ = run_json("inspect", hf_store.url("lightning"), "--json")
+    assert {e["name"]: e["mtime"] for e in lightning["timeline"]} == {
+        "epoch=0-step=4.ckpt": EPOCH, "last.ckpt": EPOCH}  # org/samples: one commit

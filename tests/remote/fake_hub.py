@@ -448,12 +448,12 @@ def _entry(repo: Repo, commit: Commit, path: str, expand: bool) -> dict | None:
             entry["lfs"] = {"oid": hashlib.sha256(blob.oid.encode()).hexdigest(),
                             "size": blob.size, "pointerSize": 134}
     if expand:
-        last = _last_change(repo, commit, path)
+        last = last_change(repo, commit, path)
         entry["lastCommit"] = {"id": last.sha, "title": last.title, "date": _iso(last.date)}
     return entry
 
 
-def _last_change(repo: Repo, commit: Commit, path: str) -> Commit:
+def last_change(repo: Repo, commit: Commit, path: str) -> Commit:
     """The newest commit up to `commit` that changed `path` (a file, or anything in a folder)."""
     def state(c: Commit):
         return sorted((p, b.oid) for p, b in c.files.items()

@@ -352,6 +352,16 @@ class GcsStore:
     def missing_container_url(self) -> str:
         return f"gs://{MISSING_BUCKET}/run/checkpoint-1/"
 
+    def newest_time(self, rel: str) -> float:
+        import datetime
+
+        url = (f"{self._gcs.emulator.url}/storage/v1/b/{BUCKET}/o?"
+               f"{urllib.parse.urlencode({'prefix': rel})}")
+        status, body = _http("GET", url)
+        assert status == 200, (status, body[:500])
+        return max(datetime.datetime.fromisoformat(o["updated"].replace("Z", "+00:00"))
+                   .timestamp() for o in json.loads(body)["items"])
+
 
 @pytest.fixture
 def gs_store(_gcs, monkeypatch, tmp_path) -> GcsStore:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .fake_hub import FakeHub, blobs_of
+from .fake_hub import FakeHub, blobs_of, last_change
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"
 
@@ -87,6 +87,11 @@ class HfStore:
 
     def missing_container_url(self) -> str:
         return "hf://org/no-such-repo/run/checkpoint-1/"
+
+    def newest_time(self, rel: str) -> float:
+        """The date of the last commit that changed anything under `rel`."""
+        repo = self.hub.repos[("model", SAMPLES_REPO)]
+        return last_change(repo, repo.commits[repo.refs["main"]], rel.rstrip("/")).date
 
 
 @pytest.fixture

@@ -68,6 +68,11 @@ class Store(Protocol):
         """A folder URL whose container (bucket or repo) does not exist."""
         ...
 
+    def newest_time(self, rel: str) -> float:
+        """When the store last wrote anything under `rel` (a folder or a file), as a POSIX
+        time, asked of the store's own API: the time a run folder's timeline must show."""
+        ...
+
 
 class S3Store:
     """moto's S3 (the `Moto` of conftest) with bucket `bucket` = sample_checkpoints/; the AWS
@@ -116,3 +121,8 @@ class S3Store:
 
     def missing_container_url(self) -> str:
         return "s3://no-such-bucket-ckpt/run/checkpoint-1/"
+
+    def newest_time(self, rel: str) -> float:
+        pages = self.moto.client().get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=rel)
+        return max(o["LastModified"].timestamp() for page in pages for o in page["Contents"])

@@ -84,6 +84,16 @@ def test_inspect_of_a_folder_of_checkpoints_equals_local(store):
     assert [e["name"] for e in remote["timeline"]] == [e["name"] for e in local["timeline"]]
 
 
+@pytest.mark.parametrize("run", ["tiny-llama-run", "lightning"])
+def test_a_run_folders_timeline_shows_the_stores_times(store, run):
+    """Each checkpoint's time is when the store last wrote it (asked of the store's own API),
+    not when it was mirrored; folders (checkpoint-N) and files (Lightning's .ckpt) alike."""
+    remote, _ = run_json("inspect", store.url(run), "--json")
+    assert remote["timeline"]
+    for e in remote["timeline"]:
+        assert e["mtime"] == pytest.approx(store.newest_time(f"{run}/{e['name']}"), abs=1e-3), e
+
+
 @pytest.mark.parametrize("a, b", [
     ("tiny-llama-run/checkpoint-3", "tiny-llama-run/checkpoint-6"),
     ("lightning/epoch=0-step=4.ckpt", "lightning/last.ckpt"),

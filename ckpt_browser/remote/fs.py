@@ -71,6 +71,11 @@ def _gcs(url: str, shown: str, protocol: str, timeout: float):
     ExtendedGcsFileSystem, on by default) first asks the Storage Control gRPC API for each
     bucket's layout: against an emulator every call waited out 60 s of retries while grpc
     printed failed handshakes on stderr; header reads need none of what it adds."""
+    import logging
+
+    # gcsfs logs its last retry's traceback before raising; the error is ours to say, in one line
+    logging.getLogger("gcsfs").propagate = False
+    logging.getLogger("gcsfs").addHandler(logging.NullHandler())
     options = {"requests_timeout": timeout}
     with remote_errors(shown, timeout):
         try:

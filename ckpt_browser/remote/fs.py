@@ -25,10 +25,12 @@ def _hub(fs) -> bool:
     return type(fs).__name__ == "HfFileSystem"
 
 
-def _exact(fs, path: str, start: int, end: int) -> bytes:
+def _cat(fs, path: str, start: int, end: int) -> bytes:
     """Bytes [start, end) in one ranged request. HfFileSystem's cat_file reads through a
     buffered file whose default 5 MiB read-ahead fetched 5 MiB for every 128 KiB header;
-    with no cache the file asks for exactly the range."""
+    opened with no cache, the file asks for exactly the range."""
+    if not _hub(fs):
+        return fs.cat_file(path, start=start, end=end)
     with fs.open(path, "rb", block_size=max(1, end - start), cache_type="none") as f:
         f.seek(start)
         return f.read(end - start)
@@ -58,11 +60,15 @@ def open_fs(url: str, timeout: float):
         except (ImportError, ValueError) as e:
             if isinstance(e, ValueError) and "protocol" not in str(e).lower():
                 raise
-            raise RemoteError(shown, f"{protocol}:// needs a filesystem that is not "
-                              f"installed; install it with: {EXTRA}") from None
+            raise _not_installed(shown, protocol) from None
     if _http(fs):
         root = url  # HTTP paths are whole URLs
     return fs, root
+
+
+def _not_installed(shown: str, protocol: str) -> RemoteError:
+    return RemoteError(shown, f"{protocol}:// needs a filesystem that is not installed; "
+                       f"install it with: {EXTRA}")
 
 
 def _gcs(url: str, shown: str, protocol: str, timeout: float):
@@ -74,16 +80,16 @@ def _gcs(url: str, shown: str, protocol: str, timeout: float):
     import logging
 
     # gcsfs logs its last retry's traceback before raising; the error is ours to say, in one line
-    logging.getLogger("gcsfs").propagate = False
-    logging.getLogger("gcsfs").addHandler(logging.NullHandler())
-    options = {"requests_timeout": timeout}
+    log = logging.getLogger("gcsfs")
+    if log.propagate:
+        log.propagate = False
+        log.addHandler(logging.NullHandler())  # not Python's last-resort handler either
     with remote_errors(shown, timeout):
         try:
             from gcsfs.core import GCSFileSystem
         except ImportError:
-            raise RemoteError(shown, f"{protocol}:// needs a filesystem that is not "
-                              f"installed; install it with: {EXTRA}") from None
-        fs = GCSFileSystem(**options)
+            raise _not_installed(shown, protocol) from None
+        fs = GCSFileSystem(requests_timeout=timeout)
         return fs, fs._strip_protocol(url)
 
 
@@ -110,16 +116,15 @@ def mtime(meta: dict) -> float | None:
 
     for key in ("LastModified", "last_modified", "updated", "mtime"):
         v = meta.get(key)
-        if isinstance(v, datetime.datetime):
-            return (v if v.tzinfo else v.replace(tzinfo=datetime.timezone.utc)).timestamp()
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return float(v)
         if isinstance(v, str) and v:
             try:
-                t = datetime.datetime.fromisoformat(v.replace("Z", "+00:00"))
+                v = datetime.datetime.fromisoformat(v.replace("Z", "+00:00"))
             except ValueError:
                 continue
-            return (t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)).timestamp()
+        if isinstance(v, datetime.datetime):
+            return (v if v.tzinfo else v.replace(tzinfo=datetime.timezone.utc)).timestamp()
     return None
 
 
@@ -161,12 +166,15 @@ def entries(fs, root: str, depth: int, cap: int) -> tuple[str, list, dict[str, f
 def _hub_times(fs, prefix: str, paths: list[str]) -> dict[str, float]:
     """The Hub's plain tree has no dates: one paths-info request per 1000 paths asks for the
     last commit of the folders and of the files named like checkpoints (for the timeline)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=fs.endpoint, token=fs.token)
     resolved = fs.resolve_path(prefix)
     base = resolved.path_in_repo.strip("/")
     times = {}
     for i in range(0, len(paths), 1000):
         batch = paths[i:i + 1000]
-        infos = fs._api.get_paths_info(resolved.repo_id, [f"{base}/{f}" if base else f
+        infos = api.get_paths_info(resolved.repo_id, [f"{base}/{f}" if base else f
                                                           for f in batch], expand=True,
                                        revision=resolved.revision,
                                        repo_type=resolved.repo_type)
@@ -210,7 +218,7 @@ def read_range(fs, path: str, start: int, end: int,
         from fsspec.asyn import sync
 
         return sync(fs.loop, _http_range, fs, path, start, end)
-    data = _exact(fs, path, start, end) if _hub(fs) else fs.cat_file(path, start=start, end=end)
+    data = _cat(fs, path, start, end)
     if size is None:
         size = int(fs.size(path))
     return data, size, None
@@ -222,9 +230,7 @@ def read_bytes(fs, path: str, start: int, end: int) -> bytes:
         from fsspec.asyn import sync
 
         return sync(fs.loop, _http_range, fs, path, start, end)[0]
-    if _hub(fs):
-        return _exact(fs, path, start, end)
-    return fs.cat_file(path, start=start, end=end)
+    return _cat(fs, path, start, end)
 
 
 def _version_of(headers) -> str | None:

@@ -160,12 +160,11 @@ class _Mirror:
             while parent:
                 newest[parent] = max(newest.get(parent, t), t)
                 parent = os.path.dirname(parent)
-        for folder in {*newest, *(n for n in self.times if os.path.isdir(
-                os.path.join(self.local, n)))}:
-            newest[folder] = self.times.get(folder, newest.get(folder, 0.0))
+        newest.update((n, t) for n, t in self.times.items()
+                      if os.path.isdir(os.path.join(self.local, n)))  # a folder's own time wins
         for folder in sorted(newest, key=lambda f: -f.count("/")):
             path = os.path.join(self.local, folder)
-            if os.path.isdir(path) and newest[folder]:
+            if os.path.isdir(path):
                 os.utime(path, (newest[folder], newest[folder]))
 
     def _file(self, entry) -> None:

@@ -16,7 +16,8 @@
   config files, no instance metadata.
 
 The CLI is run as a real process (`run_cli`) with the environment the fixtures set: fsspec keeps
-filesystem instances per process, a subprocess starts clean. The local runs the remote ones are
+filesystem instances per process, a new process starts clean. Each run is forked from a warm
+parent (`cli_server.py`) that has imported the filesystems once. The local runs the remote ones are
 compared with (`local_json`) run in this process, once per session.
 """
 
@@ -57,12 +58,68 @@ SERVED_SAMPLES = ("tiny-llama-release", "tiny-llama-run", "lightning", "deepspee
 
 # -- the CLI -------------------------------------------------------------------------------
 
+class _CliServer:
+    """One warm parent (cli_server.py) per test process that forks a child per CLI run: the
+    imports are paid once, and each run still has a process of its own."""
+
+    def __init__(self):
+        import tempfile
+
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._dir = Path(tempfile.mkdtemp(prefix="ckpt-cli-"))
+
+    def _server(self) -> subprocess.Popen:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.remote.cli_server"], cwd=REPO,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                env={k: v for k, v in os.environ.items() if not k.startswith("HF_")})
+            assert self._proc.stdout.readline().strip() == '{"ready": true}'
+        return self._proc
+
+    def run(self, args: list[str], timeout: float, cwd: Path, env: dict):
+        out, err = self._dir / "out", self._dir / "err"
+        with self._lock:
+            server = self._server()
+            server.stdin.write(json.dumps({"args": args, "env": env, "cwd": str(cwd),
+                                           "out": str(out), "err": str(err),
+                                           "timeout": timeout}) + "\n")
+            server.stdin.flush()
+            line = server.stdout.readline()
+            assert line, "the CLI server died"
+            rc = json.loads(line)["rc"]
+            if rc == "hang":
+                raise subprocess.TimeoutExpired(["ckpt-browser", *args], timeout)
+            return subprocess.CompletedProcess(["ckpt-browser", *args], rc,
+                                               out.read_text(errors="replace"),
+                                               err.read_text(errors="replace"))
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.stdin.close()
+            self._proc.wait(30)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+_cli: _CliServer | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cli_server():
+    global _cli
+    _cli = _CliServer()
+    yield
+    _cli.close()
+
+
 def run_cli(*args, timeout: float = 60, cwd: Path | None = None,
             env: dict | None = None) -> subprocess.CompletedProcess:
-    """`python -m ckpt_browser ARGS` with this process's environment (as monkeypatched)."""
-    return subprocess.run([sys.executable, "-m", "ckpt_browser", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd or REPO,
-                          env=dict(os.environ) if env is None else env)
+    """`ckpt-browser ARGS` in a process of its own with this process's environment (as
+    monkeypatched), forked from the warm CLI server."""
+    assert _cli is not None
+    return _cli.run(list(map(str, args)), timeout, cwd or REPO,
+                    dict(os.environ) if env is None else env)
 
 
 def run_json(*args, ok=(0,), **kw) -> tuple[dict | list, subprocess.CompletedProcess]:

@@ -21,6 +21,21 @@ def sample_app(monkeypatch):
     return make
 
 
+def app_on(monkeypatch, folder, name):
+    """An app on `name` opened from `folder` (a relative path: nothing absolute on screen)."""
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    return make_app(open_layout(name))
+
+
+@pytest.fixture(scope="session")
+def moe_checkpoint(tmp_path_factory):
+    """The 163-shard DeepSeek-V3-shaped checkpoint of tests/moe.py, sparse, made once."""
+    from tests.moe import NAME, make_moe
+
+    return make_moe(tmp_path_factory.mktemp("moe") / NAME)
+
+
 async def loaded(app, pilot):
     await app.workers.wait_for_complete()
     await pilot.pause()

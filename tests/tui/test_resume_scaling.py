@@ -5,27 +5,12 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
-
-from ckpt_browser.readers import open_layout
-from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.resume import ResumeScreen
 from ckpt_browser.tui.common.modals import TextModal
-from tests.moe import NAME, make_moe
-from tests.tui.conftest import SAMPLES, loaded, plain
+from tests.moe import NAME
+from tests.tui.conftest import SAMPLES, app_on, loaded, plain
 
 SHARD = "model-00002-of-00003.safetensors"
-
-
-@pytest.fixture(scope="module")
-def moe_checkpoint(tmp_path_factory):
-    return make_moe(tmp_path_factory.mktemp("moe") / NAME)
-
-
-def app_on(monkeypatch, folder, name):
-    monkeypatch.chdir(folder)  # a relative path: nothing absolute on screen
-    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
-    return make_app(open_layout(name))
 
 
 async def test_r_lists_163_shards_in_one_line_and_f_lists_them_all(monkeypatch, moe_checkpoint):

@@ -2,6 +2,7 @@
 them (the summary says which of how many), Esc clears and leaves the cursor where it was,
 y copies the highlighted name."""
 
+import pytest
 from safetensors import safe_open
 
 from ckpt_browser.model import natural_key
@@ -142,18 +143,22 @@ async def test_y_copies_the_full_name_of_the_highlighted_tensor(sample_app):
         assert app.clipboard == "model"
 
 
-async def test_tensor_rows_fit_80_columns_with_shape_and_size_whole(sample_app):
+@pytest.mark.parametrize("columns, shown", [(80, ("KiB",)), (120, ("F32", "]", "KiB"))])
+async def test_tensor_rows_fit_the_pane_with_the_size_whole(sample_app, columns, shown):
+    """At 80 columns a row is the name and the size (the dtype and shape would leave the name
+    too few cells: the details pane shows them); at 120 the dtype and shape are columns too."""
     app = sample_app()
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(columns, 24)) as pilot:
         await loaded(app, pilot)
         await search(pilot, app, "proj")
         tree = app.query_one(CheckpointTree)
         rows = [tree.render_line(y).text for y in range(tree.size.height)]
-        tensor_rows = [r for r in rows if "F32" in r]
+        tensor_rows = [r for r in rows if "proj" in r and "safetensors" not in r]
         assert tensor_rows
         for line in tensor_rows:
             assert len(line.rstrip()) <= tree.size.width
             assert line.rstrip().endswith(("KiB", " B"))  # the size is never cut
-            assert "]" in line  # nor the shape
-            assert "…" in line  # the long name is cut in the middle
-            assert line.lstrip("├└│ ").startswith("model.")  # its start is kept
+            assert all(word in line for word in shown)
+            assert line.lstrip("├└│ ").startswith("model.")  # the name's start is kept
+        names = [line.lstrip("├└│ ").split("  ")[0] for line in tensor_rows]
+        assert len(set(names)) == len(names), names  # each still tells which tensor it is

@@ -37,3 +37,13 @@ def test_the_rest_goes_to_the_flexible_column():
     assert widths(cols, 40) == [40 - 8 - 3, 5, 3]
     assert widths(cols, 5) == [8, 5, 3]  # never below its minimum
     assert line(cols, ("x", "12", "abcd"), [4, 5, 3]) == "x       12 ab…"
+
+
+def test_a_layer_number_is_not_cut_out_when_a_word_can_go_instead():
+    """`model.layers.0.mlp.down_proj.weight` in 34 cells: cutting out `.0.` would make layer 0
+    and layer 1 look alike; a piece of `mlp.` goes instead."""
+    assert cut_middle("model.layers.0.mlp.down_proj.weight", 34) == \
+        "model.layers.0.ml…down_proj.weight"
+    for layer in range(12):
+        shown = cut_middle(f"model.layers.{layer}.mlp.gate_proj.weight", 34)
+        assert shown.startswith((f"model.layers.{layer}.", f"model.layers.{layer}…")), shown

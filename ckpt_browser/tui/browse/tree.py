@@ -62,11 +62,14 @@ class CheckpointTree(Tree[Ref]):
         self.show_root = False
         self.guide_depth = 2
         self._shard_nodes: dict = {}
-        self._widths: dict[int, tuple[int, int, int]] = {}  # parent node id -> column widths
+        self._widths: dict[int, tuple[int, int, int, int]] = {}  # parent node id -> column widths
 
     # -- tensor rows as columns ------------------------------------------------------------
     def render_label(self, node, base_style, style):
         ref = node.data
+        if ref is not None and ref.kind in ("shard", "module"):
+            return self._fit_label(node, ref, super().render_label(node, base_style, style),
+                                   style)
         if ref is None or ref.kind != "tensor" or ref.tensor is None or node.allow_expand:
             return super().render_label(node, base_style, style)
         short = self.mode == "module"
@@ -74,6 +77,22 @@ class CheckpointTree(Tree[Ref]):
                           self._label_room(node))
         text.stylize(style)
         return text
+
+    def _fit_label(self, node, ref: Ref, text: Text, style) -> Text:
+        """A file's or module's row in the pane's width: its name cut in the middle, so the
+        counts after it stay whole (the stored label is the whole text)."""
+        room = self._label_room(node)
+        if text.cell_len <= room:
+            return text
+        icon = text.cell_len - node.label.cell_len  # the expand arrow Tree puts first
+        if ref.kind == "shard" and ref.shard is not None:
+            label = self._shard_text(ref.shard, room - icon)
+        elif ref.module is not None:
+            label = module_label(ref.module, room - icon)
+        else:
+            return text
+        label.stylize(style)
+        return Text.assemble(text[:icon], label)
 
     def get_label_width(self, node) -> int:
         ref = node.data
@@ -90,7 +109,7 @@ class CheckpointTree(Tree[Ref]):
         gutter = self.styles.scrollbar_size_vertical
         return max(self.size.width - gutter - depth * self.guide_depth, 20)
 
-    def _sibling_widths(self, node, short: bool) -> tuple[int, int, int]:
+    def _sibling_widths(self, node, short: bool) -> tuple[int, int, int, int]:
         """Columns line up among a node's tensors; measured once per parent."""
         parent = node.parent
         key = parent._id  # unique until clear(), which rebuild() pairs with emptying this
@@ -123,14 +142,14 @@ class CheckpointTree(Tree[Ref]):
         self.root.expand()
         self.cursor_line = 0
 
-    def _shard_text(self, name: str):
+    def _shard_text(self, name: str, width: int | None = None):
         shard = self.model.shards.get(name)
         shown = len(self.model.tensors_of(name)) if self.model.pattern else None
         if shard is None:
-            return shard_label(name, self.model.shard_state(name), 0, None, shown)
+            return shard_label(name, self.model.shard_state(name), 0, None, shown, width=width)
         nbytes = shard.totals.bytes if shard.tensors else shard.size
         return shard_label(name, self.model.shard_state(name), len(shard.tensors), nbytes,
-                           shown, shard.format)
+                           shown, shard.format, width)
 
     def refresh_shards(self, names) -> None:
         """New files were read: relabel them and refill them if open; a file that holds no

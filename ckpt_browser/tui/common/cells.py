@@ -3,7 +3,10 @@ so the start (which model part) and the end (layer, expert, leaf) both stay read
 
 from __future__ import annotations
 
+import re
+
 ELLIPSIS = "…"
+_NUMBER = re.compile(r"(?<![0-9])[0-9]+(?![0-9])")
 
 
 def cut_right(text: str, width: int) -> str:
@@ -30,6 +33,7 @@ def cut_middle(text: str, width: int) -> str:
         tail = len(text) - (keep - head)
         cost = abs(head - mid)
         cost += 100 * (_splits_number(text, head) + _splits_number(text, tail))
+        cost += 40 * len(_NUMBER.findall(text, head, tail))  # a layer number cut out whole
         cost += 4 * (head > 0 and text[head].isalnum())  # the head ends a word
         cost += 4 * text[tail - 1].isalnum()  # the tail starts one
         if best_cost is None or cost < best_cost:

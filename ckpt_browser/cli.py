@@ -89,6 +89,8 @@ def _inspect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH", nargs="?",
                    help=PATH_HELP + " (default: a bundled sample)")
     p.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
+    p.add_argument("--files", action="store_true", help="list every file in the table (past "
+                   "24 files, each run of sound numbered files such as 163 shards is one row)")
     p.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
                    "which one (a name such as checkpoint-500, or a step); default the newest")
     _remote_options(p)
@@ -216,7 +218,8 @@ def cmd_inspect(args) -> int:
 
         if timeline:
             print(timeline_text(timeline, path) + "\n")
-        print(inspect_text(ckpt, training.framework) + state_text(training, ckpt.problems))
+        print(inspect_text(ckpt, training.framework, args.files)
+              + state_text(training, ckpt.problems))
     return damaged(ckpt.layout.path, ckpt.problems + tuple(training.problems))
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 from ckpt_browser.escape import printable
 from ckpt_browser.model import Checkpoint, Totals
 from ckpt_browser.report.resume import component_lines
-from ckpt_browser.report.words import count, plural, size
+from ckpt_browser.report.words import COMPACT_AT, count, families, family_phrase, plural, size
 
 
 def dtype_line(totals: Totals) -> str:
@@ -16,7 +16,47 @@ def dtype_line(totals: Totals) -> str:
     return ", ".join(parts) or "no tensors"
 
 
-def inspect_text(ckpt: Checkpoint, framework: str = "") -> str:
+FILES_COMPACT_OVER = 24  # a table of more files shows each run of sound numbered files as one row
+
+
+def file_table(ckpt: Checkpoint, every_file: bool = False) -> list[str]:
+    """One row per file; past FILES_COMPACT_OVER files (unless `every_file`), each family of
+    sound numbered files (163 HF shards, 64 rank files) is one row of their sums, named as
+    "163 shards (model-00001 ... model-00163)". A file with a problem always has its own row."""
+    rows: list[tuple[str, str, int, int, int | None, str]] = []
+    compact = not every_file and len(ckpt.files) > FILES_COMPACT_OVER
+    sound = [f.name for f in ckpt.files if f.ok and f.size is not None]
+    groups = {members[0]: members for members in families(sound).values()
+              if compact and len(members) >= COMPACT_AT}
+    grouped = {name for members in groups.values() for name in members}
+    by_name = {f.name: f for f in ckpt.files}
+    for f in ckpt.files:
+        if f.name in groups:
+            members = [by_name[n] for n in groups[f.name]]
+            formats = {m.format for m in members}
+            rows.append((family_phrase(groups[f.name]),
+                         formats.pop() if len(formats) == 1 else "mixed",
+                         sum(len(m.tensors) for m in members),
+                         sum(m.totals.params for m in members),
+                         sum(m.size or 0 for m in members), "ok"))
+        elif f.name not in grouped:
+            status = "ok" if f.ok else (
+                f"{'UNSAFE' if getattr(f.source, 'unsafe', ()) else 'DAMAGED'}: {f.error}")
+            rows.append((f.name, f.format, len(f.tensors), f.totals.params, f.size, status))
+    width = max((len(r[0]) for r in rows), default=4)
+    lines = [f"{'file':<{width}}  {'format':<12}  {'tensors':>8}  {'params':>8}  "
+             f"{'size':>10}  status"]
+    for name, fmt, tensors, params, nbytes, status in rows:
+        file_size = size(nbytes) if nbytes is not None else "missing"
+        lines.append(f"{name:<{width}}  {fmt:<12}  {tensors:>8,}  {count(params):>8}  "
+                     f"{file_size:>10}  {status}")
+    if grouped:
+        lines.append(f"({len(grouped):,} of {len(ckpt.files):,} files in "
+                     f"{plural(len(groups), 'row')}: --files lists each)")
+    return lines
+
+
+def inspect_text(ckpt: Checkpoint, framework: str = "", every_file: bool = False) -> str:
     t = ckpt.totals
     fmt = ckpt.layout.format if ckpt.layout.format != "files" else framework or "files"
     kinds = Counter(f.format for f in ckpt.files)
@@ -37,15 +77,7 @@ def inspect_text(ckpt: Checkpoint, framework: str = "") -> str:
             f"{k} {v.tensors:,} tensor{'s' if v.tensors != 1 else ''} ({count(v.params)}, "
             f"{size(v.bytes)})" for k, v in others.items()))
     lines.append("")
-    width = max((len(f.name) for f in ckpt.files), default=4)
-    lines.append(f"{'file':<{width}}  {'format':<12}  {'tensors':>8}  {'params':>8}  "
-                 f"{'size':>10}  status")
-    for f in ckpt.files:
-        status = "ok" if f.ok else (
-            f"{'UNSAFE' if getattr(f.source, 'unsafe', ()) else 'DAMAGED'}: {f.error}")
-        file_size = size(f.size) if f.size is not None else "missing"
-        lines.append(f"{f.name:<{width}}  {f.format:<12}  {len(f.tensors):>8,}  "
-                     f"{count(f.totals.params):>8}  {file_size:>10}  {status}")
+    lines += file_table(ckpt, every_file)
     if ckpt.problems:
         lines += ["", f"problems ({len(ckpt.problems)})"]
         lines += [f"  {p.line()}" for p in ckpt.problems]

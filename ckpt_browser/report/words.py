@@ -72,13 +72,11 @@ def file_list(names, shown: int | None = 3) -> str:
     (model-00001 ... model-00163)", other numbered files as "8 files (rng_state_0.pth ...
     rng_state_7.pth)", the rest by name (`shown` at most, then "and N more"; None: all)."""
     names = list(names)
-    families: dict[str, list[str]] = {}
-    for name in names:
-        families.setdefault(_family(name), []).append(name)
+    by_family = families(names)
     parts, loose, seen = [], [], set()
     for name in names:
         key = _family(name)
-        members = families[key]
+        members = by_family[key]
         if len(members) < COMPACT_AT:
             loose.append(name)
         elif key not in seen:
@@ -97,6 +95,20 @@ def file_list(names, shown: int | None = 3) -> str:
 def compacted(names) -> bool:
     """Whether `file_list` leaves some of `names` out."""
     return file_list(names, None) != ", ".join(names)
+
+
+def families(names) -> dict[str, list[str]]:
+    """Numbered files by family (HF shards `model-0000i-of-N.safetensors`, rank files
+    `rng_state_i.pth`, ...), in the order given; a name with no number is its own family."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        out.setdefault(_family(name), []).append(name)
+    return out
+
+
+def family_phrase(members: list[str]) -> str:
+    """A family as a phrase: "163 shards (model-00001 ... model-00163)"."""
+    return _family_phrase(members)
 
 
 def _family(name: str) -> str:

@@ -150,3 +150,43 @@ def test_stats_says_how_much_it_reads_when_it_is_a_lot(capsys, monkeypatch):
 @pytest.mark.parametrize("text, n", [("700G", 700 * 2**30), ("1024", 1024), ("2MiB", 2**21)])
 def test_byte_counts(text, n):
     assert cli_module._parse_bytes(text) == n
+
+
+def test_inspect_at_163_shards_shows_the_run_as_one_row(capsys, moe_checkpoint):
+    code, out, _ = run(capsys, "inspect", moe_checkpoint)
+    assert code == 0
+    rows = [ln for ln in out.splitlines() if ln.startswith("163 shards (")]
+    assert len(rows) == 1, out
+    assert rows[0].split()[5:] == ["safetensors", "91,991", "684.5B", "641.3", "GiB", "ok"]
+    assert "model-00002-of-000163" not in out
+    assert "(163 of 165 files in 1 row: --files lists each)" in out
+    assert len(out.splitlines()) < 30 and len(out) < 2500
+    code, every, _ = run(capsys, "inspect", moe_checkpoint, "--files")
+    assert all(f"model-{k:05d}-of-000163.safetensors" in every for k in range(1, 164))
+
+
+def test_a_damaged_shard_among_163_has_its_own_row(capsys, moe_checkpoint, tmp_path):
+    """The other 162 stay one row; the damaged one is listed with its problem."""
+    folder = tmp_path / NAME
+    folder.mkdir()
+    bad = "model-00007-of-000163.safetensors"
+    for f in moe_checkpoint.iterdir():
+        if f.name == bad:
+            with open(f, "rb") as src:
+                (folder / bad).write_bytes(src.read(4000))  # the header cut short
+        else:
+            (folder / f.name).symlink_to(f)
+    code, out, _ = run(capsys, "inspect", folder)
+    assert code == 5
+    lines = out.splitlines()
+    run_row = "162 of 163 shards (model-00001 ... model-00163)"
+    assert sum(ln.startswith(run_row) for ln in lines) == 1
+    damaged = [ln for ln in lines if ln.startswith(bad)]
+    assert len(damaged) == 1 and "DAMAGED" in damaged[0], out
+    assert "(162 of 165 files in 1 row: --files lists each)" in out
+
+
+def test_a_small_checkpoint_lists_every_file(capsys):
+    """Rank files of a run with few files are rows of their own, as before."""
+    code, out, _ = run(capsys, "inspect", SAMPLES / "hf-multirank" / "checkpoint-4")
+    assert all(f"rng_state_{r}.pth" in out for r in range(2)) and "--files" not in out

@@ -214,12 +214,19 @@ def cmd_inspect(args) -> int:
         with paused_gc():  # one dict per tensor, no cycles
             sys.stdout.write(json.dumps(full_doc(ckpt, training, timeline)) + "\n")
     else:
-        from ckpt_browser.report.text import inspect_text, state_text, timeline_text
+        from ckpt_browser.analysis.resume.shard import shard_of
+        from ckpt_browser.report.text import (
+            inspect_text,
+            lone_shard_text,
+            state_text,
+            timeline_text,
+        )
 
         if timeline:
             print(timeline_text(timeline, path) + "\n")
+        shard = shard_of(path)
         print(inspect_text(ckpt, training.framework, args.files)
-              + state_text(training, ckpt.problems))
+              + (lone_shard_text(shard) if shard else state_text(training, ckpt.problems)))
     return damaged(ckpt.layout.path, ckpt.problems + tuple(training.problems))
 
 

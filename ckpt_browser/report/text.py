@@ -98,6 +98,12 @@ def state_text(training, shown=()) -> str:
     return "\n".join(printable(line) for line in lines)
 
 
+def lone_shard_text(shard) -> str:
+    """In place of the training state for one shard of several opened alone: a weights file
+    to browse, not a checkpoint (its other shards hold the rest of the model)."""
+    return f"\nresume   {shard.sentence()}"
+
+
 def timeline_text(entries, chosen: str) -> str:
     lines = [f"timeline: {len(entries)} checkpoints, showing {chosen} (use --checkpoint NAME)"]
     for e in entries:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 from ckpt_browser.tui.browse.resume import ResumeScreen
+from ckpt_browser.tui.browse.tree import CheckpointTree
 from ckpt_browser.tui.common.modals import TextModal
 from tests.moe import NAME
 from tests.tui.conftest import SAMPLES, app_on, loaded, plain
@@ -56,6 +57,9 @@ async def test_a_lone_shard_is_browsed_without_a_broken_verdict(monkeypatch, tmp
         assert "one shard of 3: open the folder for the resume check" in top
         assert "BROKEN" not in top and "resume:" not in top
         assert "9 tensors" in top  # its tensors are there to browse
+        tree = app.query_one(CheckpointTree)
+        rows = [tree.render_line(y).text for y in range(tree.size.height)]
+        assert sum("model.layers." in r for r in rows) == 9, rows  # opened, not folded
         await pilot.press("r")
         await loaded(app, pilot)
         verdict = plain(app.screen.query_one("#resume-verdict")).strip()

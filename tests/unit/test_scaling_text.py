@@ -190,3 +190,13 @@ def test_a_small_checkpoint_lists_every_file(capsys):
     """Rank files of a run with few files are rows of their own, as before."""
     code, out, _ = run(capsys, "inspect", SAMPLES / "hf-multirank" / "checkpoint-4")
     assert all(f"rng_state_{r}.pth" in out for r in range(2)) and "--files" not in out
+
+
+def test_inspect_of_a_lone_shard_says_open_the_folder_and_nothing_else(capsys, tmp_path):
+    """No 'cannot be loaded' beside 'can only warm-start': one line, as check says it."""
+    shutil.copy(RELEASE / SHARD, tmp_path / SHARD)
+    code, out, _ = run(capsys, "inspect", tmp_path / SHARD)
+    assert code == 0
+    assert out.rstrip().endswith("resume   one shard of 3: open the folder for the resume check")
+    assert "warm-start" not in out and "cannot be loaded" not in out
+    assert "training state" not in out

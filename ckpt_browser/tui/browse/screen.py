@@ -194,6 +194,7 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
         self.load_training()
         if self._tree.mode == "file":  # the module view waits for ModulesReady
             self._tree.refresh_shards(self.model.layout.files)
+            self._tree.open_a_lone_file()
         self._summary.refresh_summary()
         self._refresh_details()
         self.reload_table()

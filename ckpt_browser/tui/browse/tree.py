@@ -167,6 +167,16 @@ class CheckpointTree(Tree[Ref]):
                 self._widths.pop(node._id, None)
                 self._fill(node)
 
+    def open_a_lone_file(self) -> None:
+        """A checkpoint of one file holding tensors (a lone shard, one model.safetensors) opens
+        with its tensors shown: there is nothing else to choose."""
+        if self.mode != "file" or len(self._shard_nodes) != 1:
+            return
+        node = next(iter(self._shard_nodes.values()))
+        if node.allow_expand and not node.is_expanded:
+            self._ensure_children(node)
+            node.expand()
+
     def _add_module_children(self, parent, module: ModuleNode) -> None:
         for child in module.sorted_children():
             parent.add(module_label(child), data=Ref("module", module=child))

@@ -4,6 +4,7 @@ command palette and the one handler for a worker that failed."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from textual.app import App, SystemCommand
@@ -24,6 +25,13 @@ class CkptApp(App[int]):
         self.first = first
         self.title = first.TITLE or self.TITLE  # "ckpt-browser diff" when the diff runs alone
 
+    def on_mount(self) -> None:
+        # A 16-colour terminal turns the theme's greys and oranges into its nearest ANSI
+        # colours: the footer's keys became bright red on bright black (contrast 1.0). The
+        # ANSI theme draws with the terminal's own palette, which its user made readable.
+        if sixteen_colours(self):
+            self.theme = "ansi-dark"
+
     def get_default_screen(self) -> Screen:
         return self.first
 
@@ -42,6 +50,15 @@ class CkptApp(App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield from palette_commands(screen, getattr(screen, "KEYS", ()))
+
+
+def sixteen_colours(app: App) -> bool:
+    """A terminal of 16 colours: as Rich finds it from TERM and COLORTERM (TERM=xterm or
+    screen), or as TEXTUAL_COLOR_SYSTEM=standard says. A headless app (the tests) has no
+    terminal to ask."""
+    if os.environ.get("TEXTUAL_COLOR_SYSTEM") == "standard":
+        return True
+    return not app.is_headless and app.console.color_system in ("standard", "windows")
 
 
 def palette_commands(screen: Screen, keys: Iterable[Key]) -> Iterable[SystemCommand]:

@@ -1,12 +1,17 @@
-"""NO_COLOR=1: every status stays readable. Textual greys each colour to its brightness, so red
-text became #3b3b3b on #1b1b1b (contrast 1.5) and `! MISSING` and the error line vanished."""
+"""NO_COLOR=1 and 16-colour terminals: every status stays readable. Textual greys each colour to
+its brightness under NO_COLOR, so red text became #3b3b3b on #1b1b1b (contrast 1.5) and
+`! MISSING` and the error line vanished; a 16-colour terminal (TERM=xterm or screen, here
+TEXTUAL_COLOR_SYSTEM=standard) turned the footer's keys into bright red on bright black
+(contrast 1.0), so there the app draws with the terminal's own palette (xterm's, to measure)."""
 
 from __future__ import annotations
 
 import io
 
 import pytest
+from rich.color import Color
 from rich.console import Console
+from rich.terminal_theme import DEFAULT_TERMINAL_THEME as XTERM
 
 from tests.tui.conftest import loaded
 
@@ -16,22 +21,25 @@ def _luminance(colour) -> float:
         c = c / 255
         return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
 
-    r, g, b = colour.get_truecolor()
+    r, g, b = colour
     return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
 
 
 def contrasts(app) -> list[tuple[str, float]]:
-    """(text, contrast ratio) of every segment on screen that has both colours set."""
+    """(text, contrast ratio) of every segment of text on screen; a terminal's own colours
+    (ANSI numbers, its default foreground and background) as xterm's palette has them."""
     width, height = app.size
     console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
                       color_system="truecolor", legacy_windows=False)
     found = []
     for segment in console.render(app.screen._compositor.render_update(full=True)):
         style = segment.style
-        if not segment.text.strip() or style is None or style.color is None \
-                or style.bgcolor is None:
+        if not segment.text.strip() or style is None:
             continue
-        fg, bg = (style.bgcolor, style.color) if style.reverse else (style.color, style.bgcolor)
+        fg = (style.color or Color.default()).get_truecolor(XTERM, foreground=True)
+        bg = (style.bgcolor or Color.default()).get_truecolor(XTERM, foreground=False)
+        if style.reverse:
+            fg, bg = bg, fg
         light, dark = sorted((_luminance(fg), _luminance(bg)), reverse=True)
         found.append((segment.text, (light + 0.05) / (dark + 0.05)))
     return found
@@ -44,16 +52,42 @@ def readable(app, word: str) -> float:
     return min(hits)
 
 
-@pytest.mark.parametrize("colour", [True, False], ids=["colour", "NO_COLOR"])
-async def test_bad_states_readable_with_and_without_colour(sample_app, monkeypatch, colour):
-    if not colour:
-        monkeypatch.setenv("NO_COLOR", "1")
+TERMINALS = {"colour": {}, "NO_COLOR": {"NO_COLOR": "1"},
+             "16 colours": {"TEXTUAL_COLOR_SYSTEM": "standard"}}
+
+
+def terminal(monkeypatch, kind: str) -> None:
+    for var, value in TERMINALS[kind].items():
+        monkeypatch.setenv(var, value)
+
+
+@pytest.mark.parametrize("kind", TERMINALS)
+async def test_bad_states_readable_on_every_terminal(sample_app, monkeypatch, kind):
+    terminal(monkeypatch, kind)
     app = sample_app("tiny-llama-damaged")
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(app, pilot)
-        assert app.no_color is not colour
+        assert app.no_color is (kind == "NO_COLOR")
+        assert (app.theme == "ansi-dark") is (kind == "16 colours")
         for word in ("MISSING", "DAMAGED", "error(s)", "BROKEN"):
             assert readable(app, word) >= 4.5, word  # WCAG AA for normal text
+        for word in ("Filter", "Resume", "Problems"):  # the footer's keys and what they do
+            assert readable(app, word) >= 4.5, word
+
+
+@pytest.mark.parametrize("kind", TERMINALS)
+async def test_the_cursor_row_is_readable_on_every_terminal(sample_app, monkeypatch, kind):
+    """The highlighted row, its name and the columns after it (dim elsewhere): Textual's
+    cursor was light text on $primary (3.8, and 2.5 for a dim column)."""
+    terminal(monkeypatch, kind)
+    app = sample_app()
+    async with app.run_test(size=(120, 24)) as pilot:
+        await loaded(app, pilot)
+        for key in ("down", "down", "right", "down"):  # lm_head.weight, columns shown
+            await pilot.press(key)
+            await loaded(app, pilot)
+        assert readable(app, "lm_head.weight") >= 4.5
+        assert readable(app, "[128, 32]") >= 4.5 and readable(app, "16.0 KiB") >= 4.5
 
 
 def test_no_color_damaged_80x24(snap_compare, sample_app, monkeypatch):

@@ -38,7 +38,7 @@ def fitted(head: Text, name: str, tails: list[str], width: int | None,
 
 
 def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: int | None,
-                fmt: str = "safetensors", width: int | None = None) -> Text:
+                fmt: str = "safetensors", width: int | None = None, tail: str = "dim") -> Text:
     """State word first, so it survives a narrow terminal cutting the line; the format is
     named when it is not safetensors (it is what the content is, whatever the name says).
     With a width, the name is cut in the middle so the counts stay whole."""
@@ -48,17 +48,17 @@ def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: 
                     style=ALERT if state != "warning" else WARN)
     name = printable(name)
     if state == "reading":
-        return fitted(head, name, ["  reading…"], width)
+        return fitted(head, name, ["  reading…"], width, tail_style=tail)
     if state in ("missing", "unread"):
-        return fitted(head, name, [], width)
+        return fitted(head, name, [], width, tail_style=tail)
     kind = "" if fmt == "safetensors" else f"  {fmt}"
     if not tensors and fmt != "safetensors":
         return fitted(head, name, [kind, f"  {size(nbytes)}" if nbytes is not None else ""],
-                      width)
+                      width, tail_style=tail)
     counted = plural(tensors, "tensor")
     if shown is not None:  # "7/9 tensors" under a filter
         counted = f"{shown:,}/{counted}"
-    return fitted(head, name, [kind, f"  {counted}", f"  {size(nbytes)}"], width)
+    return fitted(head, name, [kind, f"  {counted}", f"  {size(nbytes)}"], width, tail_style=tail)
 
 
 def tensor_cells(t: TensorInfo | str, short: bool = False) -> tuple[str, str, str, str]:
@@ -84,7 +84,7 @@ def column_widths(rows) -> tuple[int, int, int, int]:
 
 
 def tensor_row(cells: tuple[str, str, str, str], widths: tuple[int, int, int, int],
-               width: int) -> Text:
+               width: int, tail: str = "dim") -> Text:
     """One tensor as aligned columns in `width` cells, never more: the name takes what the
     others leave and is cut in the middle; shape and size are right-aligned. Where the
     siblings' names would be cut below MIN_TENSOR_NAME cells (a narrow pane), the dtype and
@@ -102,7 +102,7 @@ def tensor_row(cells: tuple[str, str, str, str], widths: tuple[int, int, int, in
         columns.pop(0)
     rest = "  ".join(columns)
     name_w = max(width - len(rest) - 2, 1)
-    return Text.assemble(cut_middle(name, name_w).ljust(name_w), ("  " + rest, "dim"))
+    return Text.assemble(cut_middle(name, name_w).ljust(name_w), ("  " + rest, tail))
 
 
 def tensor_label(t: TensorInfo | str, short: bool = False) -> Text:
@@ -111,6 +111,7 @@ def tensor_label(t: TensorInfo | str, short: bool = False) -> Text:
     return Text.assemble(name, ("  " + " ".join(p for p in (dtype, shape, nbytes) if p), "dim"))
 
 
-def module_label(m: ModuleNode, width: int | None = None) -> Text:
+def module_label(m: ModuleNode, width: int | None = None, tail: str = "dim") -> Text:
     return fitted(Text(), printable(m.name),
-                  [f"  {count(m.totals.params)} params", f"  {size(m.totals.bytes)}"], width)
+                  [f"  {count(m.totals.params)} params", f"  {size(m.totals.bytes)}"], width,
+                  tail_style=tail)

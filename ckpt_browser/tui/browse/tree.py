@@ -74,21 +74,27 @@ class CheckpointTree(Tree[Ref]):
             return super().render_label(node, base_style, style)
         short = self.mode == "module"
         text = tensor_row(tensor_cells(ref.tensor, short), self._sibling_widths(node, short),
-                          self._label_room(node))
+                          self._label_room(node), self._tail_style(node))
         text.stylize(style)
         return text
 
+    def _tail_style(self, node) -> str:
+        """Counts and columns after a name are dim, but not on the cursor's row: dim text on
+        the cursor's colour fell to a contrast of 2.5."""
+        return "" if node is self.cursor_node else "dim"
+
     def _fit_label(self, node, ref: Ref, text: Text, style) -> Text:
-        """A file's or module's row in the pane's width: its name cut in the middle, so the
-        counts after it stay whole (the stored label is the whole text)."""
+        """A file's or module's row in the pane's width: its name whole, and the counts after
+        it as far as they fit (the stored label is the whole text)."""
         room = self._label_room(node)
-        if text.cell_len <= room:
+        tail = self._tail_style(node)
+        if text.cell_len <= room and tail:
             return text
         icon = text.cell_len - node.label.cell_len  # the expand arrow Tree puts first
         if ref.kind == "shard" and ref.shard is not None:
-            label = self._shard_text(ref.shard, room - icon)
+            label = self._shard_text(ref.shard, room - icon, tail)
         elif ref.module is not None:
-            label = module_label(ref.module, room - icon)
+            label = module_label(ref.module, room - icon, tail)
         else:
             return text
         label.stylize(style)
@@ -142,14 +148,15 @@ class CheckpointTree(Tree[Ref]):
         self.root.expand()
         self.cursor_line = 0
 
-    def _shard_text(self, name: str, width: int | None = None):
+    def _shard_text(self, name: str, width: int | None = None, tail: str = "dim"):
         shard = self.model.shards.get(name)
         shown = len(self.model.tensors_of(name)) if self.model.pattern else None
         if shard is None:
-            return shard_label(name, self.model.shard_state(name), 0, None, shown, width=width)
+            return shard_label(name, self.model.shard_state(name), 0, None, shown, width=width,
+                               tail=tail)
         nbytes = shard.totals.bytes if shard.tensors else shard.size
         return shard_label(name, self.model.shard_state(name), len(shard.tensors), nbytes,
-                           shown, shard.format, width)
+                           shown, shard.format, width, tail)
 
     def refresh_shards(self, names) -> None:
         """New files were read: relabel them and refill them if open; a file that holds no

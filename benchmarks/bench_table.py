@@ -9,6 +9,10 @@ In one run, at 80x24 in Textual's headless driver:
   - against two baselines measured in the same run: the same screen of an empty table (the
     floor: header and blank lines), and Textual's DataTable holding the same rows (add_rows,
     then its first screen), what the diff table used before it drew only visible rows.
+And the whole frame, as a user waits for it: in the browser on the checkpoint, `l` opened, the
+time from a key (pgdn, end, home, each `s` sort) to its frame drawn (the worker done, the
+screen composed and rendered to the bytes a terminal gets), against the same keys on the
+bundled 85-tensor sample in the same run (`--frames-only` runs this part alone).
 It reports; it does not assert.
 """
 
@@ -146,15 +150,75 @@ async def measure_datatable(model) -> dict[str, float]:
             "DataTable: screen after pgdn": page * 1000}
 
 
+FRAME_KEYS = ("pagedown", "end", "home", "s", "s", "s", "s")  # s: size, dtype, file, name
+
+
+async def key_to_frame(path: str, reps: int) -> dict[str, float]:
+    """Median ms from each key to its frame rendered, in the browser's `l` table, and of the
+    frame's rendering alone (compose and write), as "<key> (frame)"."""
+    import io
+
+    from rich.console import Console
+
+    from ckpt_browser.readers import open_layout
+    from ckpt_browser.tui.app import make_app
+    from ckpt_browser.tui.browse.table import SORTS
+
+    names = iter([f"s: sort by {words}" for _, words in SORTS[1:] + SORTS[:1]])
+    labels = [k if k != "s" else next(names) for k in FRAME_KEYS]
+    samples: dict[str, list[float]] = {k: [] for k in labels}
+    samples.update({f"{k} (frame)": [] for k in labels})
+    app = make_app(open_layout(path))
+    async with app.run_test(size=SIZE) as pilot:
+        async def settle():
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+
+        await settle()
+        await pilot.press("l")
+        await settle()
+        console = Console(width=SIZE[0], height=SIZE[1], file=io.StringIO(),
+                          force_terminal=True, color_system="truecolor", legacy_windows=False)
+        for _ in range(reps):
+            for key, label in zip(FRAME_KEYS, labels):
+                t = time.perf_counter()
+                await pilot.press(key)
+                await settle()
+                drawn = time.perf_counter()
+                console.file = io.StringIO()
+                console.print(app.screen._compositor.render_update(full=True), end="")
+                end = time.perf_counter()
+                samples[label].append(end - t)
+                samples[f"{label} (frame)"].append(end - drawn)
+    return {k: median_ms(v) for k, v in samples.items()}
+
+
+def print_frames(path: str, reps: int) -> None:
+    from ckpt_browser.samples import default_sample
+
+    big = asyncio.run(key_to_frame(path, reps))
+    small = asyncio.run(key_to_frame(default_sample(), reps))
+    print(f"key to frame in the browser's l table, {SIZE[0]}x{SIZE[1]}, median of {reps} (ms; "
+          "the pilot's own wait for idle is in each, ~0.1 s):")
+    print(f"  {'key':<40} {'92k rows':>9} {'85 rows':>9}  ratio")
+    for k in big:
+        print(f"  {k:<40} {big[k]:9.1f} {small[k]:9.1f}  {big[k] / small[k]:5.2f}x")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(),
                                                       "ckpt-browser-bench"))
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--no-datatable", action="store_true", help="skip the slow baseline")
+    ap.add_argument("--frames-only", action="store_true", help="only the key-to-frame part")
     args = ap.parse_args()
     os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
-    model = browse_model(checkpoint(args.workdir))
+    path = checkpoint(args.workdir)
+    print_frames(path, args.reps)
+    if args.frames_only:
+        return 0
+    model = browse_model(path)
     ours = asyncio.run(measure_vtable(model, args.reps))
     print(f"tensor table, {int(ours.pop('rows')):,} rows, {SIZE[0]}x{SIZE[1]}, "
           f"median of {args.reps} (ms):")

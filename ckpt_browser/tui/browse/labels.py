@@ -41,7 +41,7 @@ def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: 
                 fmt: str = "safetensors", width: int | None = None, tail: str = "dim") -> Text:
     """State word first, so it survives a narrow terminal cutting the line; the format is
     named when it is not safetensors (it is what the content is, whatever the name says).
-    With a width, the name is cut in the middle so the counts stay whole."""
+    With a width, the row fits it as `fitted` says: the name whole, the counts that fit."""
     head = Text()
     if state in ("damaged", "missing", "warning", "unsafe", "unread"):
         head.append(f"! {STATE_WORDS[state]} ",

@@ -86,7 +86,12 @@ def _child(req: dict) -> None:
     finally:
         import atexit
 
-        atexit._run_exitfuncs()  # os._exit skips them; the mirror's --no-cache cleanup is one
+        # What the interpreter does at exit, in its order, which os._exit skips: wait for the
+        # threads still running (a fetch pool's requests after the first failure), then the
+        # atexit handlers (the mirror's --no-cache cleanup; huggingface_hub's closing of its
+        # HTTP client, which in the other order broke a request still in flight)
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()

@@ -89,12 +89,24 @@ async def quit_cleanly(app, pilot) -> None:
     assert not app.is_running and app.return_code in (0, None)
 
 
+async def laid_out(app, pilot, rounds: int = 100) -> None:
+    """Wait until the screen is laid out at the app's size: the resize is taken in at once,
+    the layout at the next refresh. Under two CPU hogs the 200x60 text was once read from the
+    60x20 layout still on screen."""
+    for _ in range(rounds):
+        if app.screen._compositor.size == app.size:
+            return
+        await pilot.pause()
+    raise AssertionError(f"the screen was not laid out at {app.size}")
+
+
 async def at_sizes(app, pilot, texts: dict[str, str]) -> None:
     """Resize to each size; the problems window opens and closes at each, the resume
     window (the tallest) at 60x20."""
     for width, height in SIZES:
         await pilot.resize_terminal(width, height)
         await settle(app, pilot)
+        await laid_out(app, pilot)
         alive(app)
         assert app.size == (width, height)
         texts[f"{width}x{height}"] = screen_text(app)
@@ -247,6 +259,7 @@ async def test_diff_app_on_damaged_pair(pair, tmp_path, isolated, monkeypatch):
         for width, height in SIZES:
             await pilot.resize_terminal(width, height)
             await settle(app, pilot)
+            await laid_out(app, pilot)
             alive(app)
             texts[f"{width}x{height}"] = screen_text(app)
         await quit_cleanly(app, pilot)

@@ -24,10 +24,11 @@ def file_table(ckpt: Checkpoint, every_file: bool = False) -> list[str]:
     sound numbered files (163 HF shards, 64 rank files) is one row of their sums, named as
     "163 shards (model-00001 ... model-00163)". A file with a problem always has its own row."""
     rows: list[tuple[str, str, int, int, int | None, str]] = []
-    compact = not every_file and len(ckpt.files) > FILES_COMPACT_OVER
-    sound = [f.name for f in ckpt.files if f.ok and f.size is not None]
-    groups = {members[0]: members for members in families(sound).values()
-              if compact and len(members) >= COMPACT_AT}
+    groups: dict[str, list[str]] = {}
+    if not every_file and len(ckpt.files) > FILES_COMPACT_OVER:
+        sound = [f.name for f in ckpt.files if f.ok and f.size is not None]
+        groups = {members[0]: members for members in families(sound).values()
+                  if len(members) >= COMPACT_AT}
     grouped = {name for members in groups.values() for name in members}
     by_name = {f.name: f for f in ckpt.files}
     for f in ckpt.files:

@@ -81,7 +81,7 @@ def file_list(names, shown: int | None = 3) -> str:
             loose.append(name)
         elif key not in seen:
             seen.add(key)
-            parts.append((len(loose), _family_phrase(members)))
+            parts.append((len(loose), family_phrase(members)))
     more = ""
     if shown is not None and len(loose) > shown:
         more = f" and {len(loose) - shown:,} more"
@@ -106,11 +106,6 @@ def families(names) -> dict[str, list[str]]:
     return out
 
 
-def family_phrase(members: list[str]) -> str:
-    """A family as a phrase: "163 shards (model-00001 ... model-00163)"."""
-    return _family_phrase(members)
-
-
 def _family(name: str) -> str:
     m = _SHARD.match(name)
     if m:
@@ -122,7 +117,8 @@ def _numbers(name: str) -> tuple[int, ...]:
     return tuple(int(d) for d in _DIGITS.findall(name))
 
 
-def _family_phrase(members: list[str]) -> str:
+def family_phrase(members: list[str]) -> str:
+    """A family as a phrase: "163 shards (model-00001 ... model-00163)"."""
     members = sorted(members, key=_numbers)
     first, last = members[0], members[-1]
     m, z = _SHARD.match(first), _SHARD.match(last)

@@ -14,9 +14,7 @@ def sample_app(monkeypatch):
     """An app on a sample, opened by a relative path so no absolute path is on screen."""
 
     def make(name: str = "tiny-llama-run/checkpoint-6"):
-        monkeypatch.chdir(SAMPLES)
-        monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")  # snapshots must not catch a fade
-        return make_app(open_layout(name))
+        return app_on(monkeypatch, SAMPLES, name)
 
     return make
 
@@ -24,16 +22,8 @@ def sample_app(monkeypatch):
 def app_on(monkeypatch, folder, name):
     """An app on `name` opened from `folder` (a relative path: nothing absolute on screen)."""
     monkeypatch.chdir(folder)
-    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")  # snapshots must not catch a fade
     return make_app(open_layout(name))
-
-
-@pytest.fixture(scope="session")
-def moe_checkpoint(tmp_path_factory):
-    """The 163-shard DeepSeek-V3-shaped checkpoint of tests/moe.py, sparse, made once."""
-    from tests.moe import NAME, make_moe
-
-    return make_moe(tmp_path_factory.mktemp("moe") / NAME)
 
 
 async def loaded(app, pilot):

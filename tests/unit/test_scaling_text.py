@@ -14,16 +14,13 @@ from ckpt_browser.analysis.resume.shard import shard_of
 from ckpt_browser.cli import main
 from ckpt_browser.report.resume import resume_text
 from ckpt_browser.report.words import compacted, file_list, plural
-from tests.moe import NAME, make_moe
+from tests.moe import NAME
 from tests.tui.conftest import SAMPLES
 
 RELEASE = SAMPLES / "tiny-llama-release"
 SHARD = "model-00002-of-00003.safetensors"
 
 
-@pytest.fixture(scope="module")
-def moe_checkpoint(tmp_path_factory):
-    return make_moe(tmp_path_factory.mktemp("moe") / NAME)
 SENTENCE = "a weights-only folder: no training state, so this can only warm-start a run."
 
 

@@ -19,7 +19,7 @@ MIN_TENSOR_NAME = 24  # a tensor row drops its dtype, then its shape, to keep th
 
 
 def fitted(head: Text, name: str, tails: list[str], width: int | None,
-           name_style: str = "bold", tail_style: str = "dim") -> Text:
+           tail_style: str = "dim") -> Text:
     """head, name, then the tails, in `width` cells (None: all of it). The name says which
     file or module a row is, so it stays whole: the last tails are dropped until it fits, and
     only a name longer than the row is cut (in the middle). What is shown is whole."""
@@ -32,7 +32,7 @@ def fitted(head: Text, name: str, tails: list[str], width: int | None,
             tails.pop()
         name = cut_middle(name, max(left(), 1))
     text = head.copy()
-    text.append(name, style=name_style)
+    text.append(name, style="bold")
     text.append("".join(tails), style=tail_style)
     return text
 

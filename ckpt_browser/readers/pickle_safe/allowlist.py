@@ -26,6 +26,7 @@ from ckpt_browser.readers.pickle_safe.numpy_records import (
     DTYPE_CLASSES,
     numpy_reconstruct,
     numpy_scalar,
+    unpickle_seed_sequence,
 )
 from ckpt_browser.readers.pickle_safe.torch_records import (
     rebuild_from_type,
@@ -67,6 +68,22 @@ TORCH_GLOBALS: dict[str, Any] = {
     "numpy._core.multiarray._reconstruct": numpy_reconstruct,
     "numpy.core.multiarray.scalar": numpy_scalar,
     "numpy._core.multiarray.scalar": numpy_scalar,
+    "numpy.random.bit_generator.__pyx_unpickle_SeedSequence": unpickle_seed_sequence,
     **DTYPE_CLASSES,
 }
 # numpy.ndarray and numpy.dtype need no recorder: Opaque("numpy.dtype", args) is the record.
+
+# recorders that check every argument exactly (or only store values they are given, never
+# call them): the others first have their arguments searched for anything that can run code
+EXACT_RECORDERS = frozenset({
+    "torch._utils._rebuild_tensor", "torch._utils._rebuild_tensor_v2",
+    "torch._utils._rebuild_tensor_v3", "torch._utils._rebuild_parameter",
+    "torch._utils._rebuild_parameter_with_state", "torch._tensor._rebuild_from_type_v2",
+    "torch.Size", "torch.device", "torch.serialization._get_layout", "collections.OrderedDict",
+    "collections.defaultdict", "collections.Counter", "collections.deque", "builtins.set",
+    "builtins.frozenset", "builtins.complex", "builtins.slice", "builtins.bytes",
+    "builtins.bytearray", "_codecs.encode", "copyreg._reconstructor", "copyreg.__newobj__",
+    "copyreg.__newobj_ex__", "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
+    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
+    "numpy.random.bit_generator.__pyx_unpickle_SeedSequence",
+})

@@ -3,7 +3,8 @@ copyreg): each builds a plain value from checked arguments, never by calling the
 
 from __future__ import annotations
 
-from ckpt_browser.readers.pickle_safe.checks import BadCall, arity
+from ckpt_browser.readers.pickle_safe.calls import SAFE_CODECS, hazard
+from ckpt_browser.readers.pickle_safe.checks import BadCall, Reaches, arity
 from ckpt_browser.readers.pickle_safe.limits import short
 from ckpt_browser.standins import Opaque
 
@@ -30,6 +31,13 @@ def ordered_dict(u, args):  # OrderedDict([(k, v), ...]) or OrderedDict()
 
 
 def default_dict(u, args):  # defaultdict(factory[, items]): the factory is dropped
+    """The factory is kept in the dict and called on the first missing key: it must be data
+    (list, int, dict ...), never a function of the file's choosing."""
+    if args and args[0] is not None:
+        found = hazard(u, args[0])
+        if found or not (type(args[0]) is Opaque and u.is_global(args[0])):
+            raise Reaches(f"keeps {found or short(args[0])} as its factory, which a missing "
+                          "key calls")
     if len(args) == 2 and type(args[1]) is dict:
         return dict(args[1])
     arity(args, 0, 1)
@@ -41,6 +49,8 @@ def counter(u, args):  # Counter(dict)
 
 
 def deque(u, args):  # deque(items[, maxlen])
+    if len(args) == 2 and type(args[1]) not in (int, type(None)):
+        raise BadCall(f"maxlen {short(args[1])}")
     return _from_items(args[:1]) if args else []
 
 
@@ -69,12 +79,15 @@ def _latin1(args) -> bytes:
         return b""
     if type(args[0]) is bytes and len(args) == 1:
         return args[0]
-    if (len(args) == 2 and type(args[0]) is str
-            and str(args[1]).lower() in ("latin1", "latin-1", "iso-8859-1", "iso8859-1")):
+    if len(args) == 2 and type(args[0]) is str and type(args[1]) is str:
+        codec = args[1].lower()
+        if codec not in SAFE_CODECS:  # looked up in `encodings`: imported by name
+            raise Reaches(f"encodes with the codec {args[1][:40]!r}, which Python imports by "
+                          "name")
         try:
-            return args[0].encode("latin-1")
+            return args[0].encode(codec)
         except UnicodeEncodeError:
-            raise BadCall("text outside latin-1") from None
+            raise BadCall(f"text outside {codec}") from None
     raise BadCall(short(args))  # bytes(10**12) would allocate
 
 

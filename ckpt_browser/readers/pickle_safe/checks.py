@@ -9,7 +9,13 @@ U63 = 2**63
 
 
 class BadCall(Exception):
-    """A recorder refused its arguments; the call is kept as an Opaque."""
+    """A recorder refused its arguments; the call is kept as an Opaque (a warning), unless the
+    arguments hold something that can run code (then it is unsafe)."""
+
+
+class Reaches(BadCall):
+    """The call would run code through its arguments (calls one, imports by name ...): unsafe.
+    The message says how, after the callable's name."""
 
 
 def arity(args: tuple, low: int, high: int) -> tuple:

@@ -25,6 +25,7 @@ from ckpt_browser.standins import NumpyArray, Opaque, TensorRef, UnsafeCall
 
 _ATOMS = (str, int, float, bool, type(None), bytes)
 HASHED = (tuple, Opaque, UnsafeCall)
+_HASH_RUNS = (Opaque, tuple, frozenset)  # keys whose hashing may reach a rebuilt object
 # what real pickle fails on as well (no __setitem__, append or __dict__): an error is faithful
 _IMMUTABLE = (str, int, float, bool, type(None), bytes, tuple, frozenset, complex, slice)
 DIFFERS = "torch.load would build something this listing does not show"
@@ -122,6 +123,7 @@ class Containers(Hashing):
         if kind is list:
             target.extend(items)
         elif kind is Opaque:  # a list subclass: its items beside its attributes
+            self.check_items(target, "appends items to it")
             self._part(target, "__items__", []).extend(items)
         elif kind in _IMMUTABLE or kind is dict or kind is set:
             raise pickle.UnpicklingError(f"APPEND to a {kind.__name__}")
@@ -149,6 +151,7 @@ class Containers(Hashing):
 
     def setitems(self, target, items: list) -> None:
         if type(target) is Opaque:  # a dict subclass (defaultdict etc. are plain dicts already)
+            self.check_items(target, "sets items of it")
             self.setitems(self._part(target, "__dictitems__", {}), items)
             return
         if type(target) is not dict:
@@ -163,6 +166,8 @@ class Containers(Hashing):
             key = items[i]
             try:
                 if not fast_key(key):
+                    if type(key) in _HASH_RUNS:
+                        self.check_key(key)
                     key = self.admitted(target, key)
                 target[key] = items[i + 1]
             except TypeError:
@@ -194,6 +199,8 @@ class Containers(Hashing):
         crowded = self._placeholders
         for x in items:
             try:
+                if type(x) in _HASH_RUNS:
+                    self.check_key(x)
                 out.append(x if fast_key(x) else self.admitted(target, x, counts))
             except TypeError:
                 self.note(f"an unhashable {type(x).__name__} in a set was left out")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from ckpt_browser.readers.pickle_safe.checks import BadCall, arity, dims
+from ckpt_browser.readers.pickle_safe.calls import plain
+from ckpt_browser.readers.pickle_safe.checks import BadCall, Reaches, arity, dims
 from ckpt_browser.readers.pickle_safe.limits import short
 from ckpt_browser.standins import NumpyArray, Opaque
 
@@ -39,8 +40,31 @@ def _big_endian(dtype) -> bool:
 
 
 def numpy_reconstruct(u, args):  # _reconstruct(ndarray, (0,), b"b"); BUILD fills it in
-    arity(args, 3, 3)
+    """numpy makes an array of the class it is given, running its __array_finalize__: only
+    ndarray itself is what numpy writes."""
+    subtype, shape, code = arity(args, 3, 3)
+    if not (type(subtype) is Opaque and u.is_global(subtype)
+            and subtype.qualname == "numpy.ndarray"):
+        name = subtype.qualname if type(subtype) is Opaque else short(subtype)
+        raise Reaches(f"makes an array of the class {name}, whose methods run")
+    if not plain(shape) or not plain(code):
+        raise BadCall(short(args))
     return NumpyArray("?", (0,))
+
+
+SEED_SEQUENCE = "numpy.random.bit_generator.SeedSequence"
+
+
+def unpickle_seed_sequence(u, args):
+    """Cython's __pyx_unpickle_SeedSequence(cls, checksum, state): cls.__new__(cls), then the
+    state (BUILD). Only SeedSequence itself is what numpy writes."""
+    cls, checksum, state = arity(args, 3, 3)
+    if not (type(cls) is Opaque and u.is_global(cls) and cls.qualname == SEED_SEQUENCE):
+        name = cls.qualname if type(cls) is Opaque else short(cls)
+        raise Reaches(f"makes an object of the class {name}")
+    if type(checksum) is not int or not plain(state):
+        raise BadCall(short(args))
+    return Opaque(SEED_SEQUENCE)
 
 
 def build_ndarray(u, inst: NumpyArray, state) -> None:
@@ -66,6 +90,8 @@ def _dtype_class(qualname: str) -> Callable:
     code = _NP_CLASS.get(stem)
 
     def record(u, args):  # numpy.dtypes.UInt32DType(...) -> the numpy.dtype stand-in
+        if not plain(args):
+            raise BadCall(short(args))
         return Opaque("numpy.dtype", args if args else ((code,) if code else ()))
     return record
 

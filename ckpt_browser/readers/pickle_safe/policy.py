@@ -187,6 +187,38 @@ def is_data(qualname: str) -> bool:
     return qualname in DATA or qualname.startswith(DATA_PREFIXES) or qualname in ALLOWED_HERE
 
 
+# Classes that may be rebuilt with a state from the file: their __setstate__ is the default
+# (the attributes are set) or torch's own that only sets attributes. Read off torch 2.13 by
+# listing every class's __setstate__ provider: in torch.nn that is Module's, and the overrides
+# of _ConvNd, RNNBase, MultiheadAttention, Upsample, Softmax, Softmin, LogSoftmax, AvgPool3d,
+# the Transformer layers, DistributedDataParallel and the weight/spectral norm hooks, each of
+# which fills in defaults; in torch.optim, Optimizer's and its subclasses' setdefault calls;
+# GradScaler's and ShardedTensor's set attributes. Elsewhere in torch, __setstate__ unpickles
+# (the datapipe wrappers), builds process groups (DeviceMesh) or runs compiled code, so the
+# rest of torch is not on the list. What these classes hold that they call later (hooks,
+# lambdas) is checked where they are rebuilt (unpickler.check_build).
+INERT_BUILD_PREFIXES = ("torch.nn.", "torch.optim.", "torch.ao.nn.")
+INERT_BUILD = frozenset({
+    "torch.amp.grad_scaler.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler",
+    "torch.distributed._shard.sharded_tensor.api.ShardedTensor",
+    "torch.distributed._shard.sharded_tensor.metadata.TensorProperties",
+    "torch.distributed._shard.metadata.ShardMetadata",
+    "torch.distributed._shard.sharded_tensor.shard.Shard",
+    "torch.distributed._shard.sharded_tensor.metadata.ShardedTensorMetadata",
+    "torch.utils.hooks.RemovableHandle",
+})
+
+
+def inert_build(qualname: str) -> bool:
+    """Rebuilding an object of this class with a state runs no code we cannot vouch for."""
+    return is_data(qualname) or qualname in INERT_BUILD or qualname.startswith(
+        INERT_BUILD_PREFIXES)
+
+
+def user_allowed(qualname: str) -> bool:
+    return qualname in ALLOWED_HERE
+
+
 def is_stdlib(qualname: str) -> bool:
     return qualname.split(".", 1)[0] in STDLIB
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ckpt_browser.readers.pickle_safe.checks import U63, BadCall, arity, dims
+from ckpt_browser.readers.pickle_safe.calls import TENSOR_TYPES, hazard, plain
+from ckpt_browser.readers.pickle_safe.checks import U63, BadCall, Reaches, arity, dims
 from ckpt_browser.readers.pickle_safe.dtypes import ITEMSIZE
 from ckpt_browser.readers.pickle_safe.limits import short
 from ckpt_browser.standins import Opaque, TensorRef
@@ -71,30 +72,71 @@ def rebuild_tensor(u, args):  # _rebuild_tensor(storage, offset, size, stride)
     return _tensor(storage, offset, size, stride, False)
 
 
+def _hooks(hooks) -> None:
+    """torch.save always writes an empty OrderedDict of backward hooks; torch.load stores what
+    it is given as the tensor's hooks, which backward() calls."""
+    if not (type(hooks) is dict and not hooks):
+        raise BadCall(f"backward hooks {short(hooks)}")
+
+
+def _metadata(metadata) -> None:  # torch._C._set_tensor_metadata's dict of flags
+    if metadata is not None and not plain(metadata):
+        raise BadCall(f"metadata {short(metadata)}")
+
+
 def rebuild_tensor_v2(u, args):  # (storage, offset, size, stride, requires_grad, hooks[, metadata])
-    storage, offset, size, stride, requires_grad = arity(args, 6, 7)[:5]
+    storage, offset, size, stride, requires_grad, hooks = arity(args, 6, 7)[:6]
+    _hooks(hooks)
+    _metadata(args[6] if len(args) == 7 else None)
     return _tensor(storage, offset, size, stride, requires_grad)
 
 
 def rebuild_tensor_v3(u, args):  # (..., requires_grad, hooks, dtype[, metadata])
-    storage, offset, size, stride, requires_grad, _, dtype = arity(args, 7, 8)[:7]
+    storage, offset, size, stride, requires_grad, hooks, dtype = arity(args, 7, 8)[:7]
+    _hooks(hooks)
+    _metadata(args[7] if len(args) == 8 else None)
     return _tensor(storage, offset, size, stride, requires_grad, dtype)
 
 
 def rebuild_parameter(u, args):  # (data, requires_grad, hooks[, state])
-    data, requires_grad = arity(args, 3, 4)[:2]
+    data, requires_grad, hooks = arity(args, 3, 4)[:3]
     if type(data) is not TensorRef:
         raise BadCall(f"data is {short(data)}")
+    _hooks(hooks)
+    if len(args) == 4:
+        object_state(u, args[3])
     return replace(data, requires_grad=requires_grad is True, is_parameter=True)
 
 
+def object_state(u, state) -> None:
+    """torch._utils._set_obj_state: setattr of each key on the tensor. A dunder key reaches
+    the tensor's class (`__class__`) or its hooks; a value that can run code would be kept where
+    torch calls it."""
+    dicts = state if type(state) is tuple and len(state) == 2 else (state,)
+    for d in dicts:
+        if d is None:
+            continue
+        if type(d) is not dict:
+            raise BadCall(f"state {short(d)}")
+        for key in d:
+            if type(key) is not str or key.startswith("__"):
+                raise Reaches(f"sets the attribute {short(key)} of a tensor")
+    found = hazard(u, state)
+    if found:
+        raise Reaches(f"stores {found} on a tensor")
+
+
 def rebuild_from_type(u, args):  # torch._tensor._rebuild_from_type_v2(func, new_type, args, state)
-    func, new_type, inner, _ = arity(args, 4, 4)
+    """ret = func(*args), then ret.as_subclass(new_type) and new_type's __setstate__(state)
+    when it has its own: the class must be torch's tensor or parameter."""
+    func, new_type, inner, state = arity(args, 4, 4)
+    if not (type(new_type) is Opaque and u.is_global(new_type)
+            and (new_type.qualname in TENSOR_TYPES or u.user_allowed(new_type.qualname))):
+        name = new_type.qualname if type(new_type) is Opaque else short(new_type)
+        raise Reaches(f"makes a tensor of the class {name}, whose __setstate__ runs")
+    object_state(u, state)
     result = u.call(func, inner)
-    if type(new_type) is Opaque and u.is_global(new_type):
-        u.rebuilt(new_type)  # torch restores the subclass with its own __setstate__
-    if type(result) is TensorRef and type(new_type) is Opaque \
-            and new_type.qualname.endswith(".Parameter"):
+    if type(result) is TensorRef and new_type.qualname.endswith(".Parameter"):
         result = replace(result, is_parameter=True)
     return result
 

@@ -14,12 +14,13 @@ from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
 from typing import Any
 
 from ckpt_browser import limits
-from ckpt_browser.readers.pickle_safe.allowlist import TORCH_GLOBALS
-from ckpt_browser.readers.pickle_safe.checks import BadCall
+from ckpt_browser.readers.pickle_safe.allowlist import EXACT_RECORDERS, TORCH_GLOBALS
+from ckpt_browser.readers.pickle_safe.calls import check_data_call, hazard, planted_slot
+from ckpt_browser.readers.pickle_safe.checks import BadCall, Reaches
 from ckpt_browser.readers.pickle_safe.containers import HASHED, Containers
 from ckpt_browser.readers.pickle_safe.limits import MAX_NOTES, Limit, elided, short
 from ckpt_browser.readers.pickle_safe.numbers import Numbers
-from ckpt_browser.readers.pickle_safe.policy import is_data, is_stdlib, is_unsafe
+from ckpt_browser.readers.pickle_safe.policy import inert_build, is_data, is_unsafe, user_allowed
 from ckpt_browser.readers.pickle_safe.torch_records import storage_ref
 from ckpt_browser.standins import Opaque, UnsafeCall
 
@@ -29,9 +30,6 @@ GETATTR = ("builtins.getattr", "__builtin__.getattr")
 EMPTY_NEW = {"collections.OrderedDict": dict, "collections.Counter": dict,
              "collections.defaultdict": dict, "collections.deque": list, "builtins.set": set,
              "builtins.dict": dict, "builtins.list": list, "builtins.bytearray": bytearray}
-# recorders whose arguments are classes or tensors' state, never objects whose methods they call
-TAKES_CLASSES = frozenset({"copyreg._reconstructor", "copyreg.__newobj__", "copyreg.__newobj_ex__",
-                           "torch._tensor._rebuild_from_type_v2", "collections.defaultdict"})
 
 
 class SafeUnpickler(Numbers, Containers, _P):
@@ -151,18 +149,65 @@ class SafeUnpickler(Numbers, Containers, _P):
             self.imports[cls.qualname] = "object"
         return Opaque(cls.qualname)
 
-    def check_build(self, inst: Opaque, state) -> None:
-        """BUILD on a stand-in: setting attributes of a class itself (a monkey-patch), or
-        restoring a standard-library object that is not data (its __setstate__ runs), is
-        unsafe; other rebuilt objects only import their module."""
-        qual = inst.qualname
-        if self.is_global(inst):
-            self.unsafe[f"{qual} (its class attributes set)"] = None
-        elif state and self.imports.get(qual) == "object" and is_stdlib(qual):
-            self.unsafe[f"{qual} (rebuilt with state)"] = None
+    def known(self, qual: str) -> bool:
+        """A global on the allowlist: a value, a recorder or a data class."""
+        return qual in self.allow or is_data(qual)
 
-    def unsafe_call(self, qual: str, args: tuple) -> UnsafeCall:
-        self.unsafe[qual] = None
+    def inert_class(self, qual: str) -> bool:
+        return inert_build(qual)
+
+    def user_allowed(self, qual: str) -> bool:
+        return user_allowed(qual)
+
+    def check_build(self, inst: Opaque, state) -> None:
+        """BUILD on a stand-in. Unsafe: setting attributes of a class or function itself (a
+        monkey-patch), a state that plants __setstate__ or a dunder slot (the next BUILD calls
+        it), and restoring an object of a class off the inert list with state (its
+        __setstate__ runs with the file's data). A class on it may still hold callables it
+        runs later (hooks, lambdas): those must be data too. A plain rebuild only imports."""
+        qual = inst.qualname
+        if self.is_global(inst) or id(inst) in self.references:
+            self.unsafe[f"{qual} (its class attributes set)"] = None
+            return
+        slot = planted_slot(state)
+        if slot:
+            self.unsafe[f"{qual} (the file sets its {slot}, which the next BUILD calls)"] = None
+        if not state or self.imports.get(qual) != "object":
+            return
+        if not inert_build(qual):
+            self.unsafe[f"{qual} (rebuilt with state: its __setstate__ would run; "
+                        "not a class known to be inert)"] = None
+            return
+        found = hazard(self, state)
+        if found:
+            self.unsafe[f"{qual} (its state holds {found}, which it would call)"] = None
+
+    def check_items(self, target: Opaque, how: str) -> None:
+        """APPEND(S) or SETITEM(S) on an object rebuilt from a class off the inert list: pickle
+        calls its own append, extend or __setitem__."""
+        qual = target.qualname
+        if self.is_global(target) or id(target) in self.references:
+            self.unsafe[f"{qual} (items added to the class or function itself)"] = None
+        elif self.imports.get(qual) == "object" and not inert_build(qual):
+            self.unsafe[f"{qual} (the file {how}: its own method runs)"] = None
+
+    def check_key(self, key) -> None:
+        """A dict key or set item is hashed and compared: an object rebuilt from a class off
+        the inert list (alone or inside a tuple) runs its __hash__ and __eq__."""
+        stack, budget = [key], 10_000
+        while stack and budget:
+            budget -= 1
+            k = stack.pop()
+            if type(k) in (tuple, frozenset):
+                stack.extend(k)
+            elif type(k) is Opaque and self.imports.get(k.qualname) == "object" \
+                    and not self.is_global(k) and not inert_build(k.qualname):
+                self.unsafe[f"{k.qualname} (an object used as a dict key or set item: its "
+                            "__hash__ runs)"] = None
+                return
+
+    def unsafe_call(self, qual: str, args: tuple, why: str | None = None) -> UnsafeCall:
+        self.unsafe[f"{qual} ({why})" if why else qual] = None
         return self._nested(UnsafeCall(qual, args), args)
 
     def get_extension(self, code):
@@ -176,6 +221,10 @@ class SafeUnpickler(Numbers, Containers, _P):
         elif (self.storage_ids == "legacy" and type(pid) is tuple and len(pid) == 4
               and pid[0] == "module" and type(pid[1]) is Opaque):
             return pid[1]  # torch.save(model) in the legacy format: the module's class
+        found = hazard(self, pid)
+        if found:  # torch's persistent_load reads the storage type's and location's attributes
+            self.unsafe[f"a persistent id holding {found} (torch's persistent_load reads its "
+                        "attributes)"] = None
         self.note(f"unexpected persistent id {short(pid)}; kept as an elided value")
         return elided()
 
@@ -207,32 +256,29 @@ class SafeUnpickler(Numbers, Containers, _P):
         recorder = self.allow.get(qual)
         if new and qual in EMPTY_NEW:  # NEWOBJ runs only __new__, which ignores the arguments
             return EMPTY_NEW[qual]()
-        taken = self._object_argument(args)
-        if taken is not None and qual not in TAKES_CLASSES:
-            # a data constructor consuming a rebuilt object runs that object's methods
-            return self.unsafe_call(f"{qual} of a {taken} object", args)
-        if recorder is None:
-            if is_data(qual):
-                return self._nested(Opaque(qual, args), args)
+        if recorder is None and not is_data(qual):
             if new and not args:
                 return self.rebuilt(func)
             return self.unsafe_call(qual, args)  # a call of a global we do not allow
         try:
+            if recorder is None:
+                check_data_call(self, qual, args)
+                return self._nested(Opaque(qual, args), args)
+            if qual not in EXACT_RECORDERS:
+                found = hazard(self, args)
+                if found:
+                    raise Reaches(f"given {found}")
             result = recorder(self, args)
+        except Reaches as e:
+            return self.unsafe_call(qual, args, str(e))
         except BadCall as e:
-            self.note(f"{func.qualname} called with unexpected arguments ({e}); kept as opaque")
-            return self._nested(Opaque(func.qualname, args), args)
+            found = hazard(self, args)
+            if found:  # what it was given may run: an allowed function is no shield
+                return self.unsafe_call(qual, args, f"given {found}")
+            self.note(f"{qual} called with unexpected arguments ({e}); kept as opaque")
+            return self._nested(Opaque(qual, args), args)
         # a hashable result may hold its args: count it as one level above them
         return self._nested(result, args) if type(result) in HASHED else result
-
-    def _object_argument(self, args: tuple) -> str | None:
-        """The class of an object among the arguments that was rebuilt from a class off the
-        allowlist (its methods are the class's code), if any."""
-        for a in args:
-            if type(a) is Opaque and self.imports.get(a.qualname) == "object" \
-                    and not self.is_global(a):
-                return a.qualname
-        return None
 
     def _method_reference(self, args) -> Opaque | None:
         """getattr(<a class we do not build>, "name"): a function by its qualified name, as

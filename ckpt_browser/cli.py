@@ -17,9 +17,9 @@ from ckpt_browser.diagnostics import (
     ExitCode,
     Parser,
     Progress,
-    damaged,
     epilog,
     error,
+    errors_found,
     note,
     rewriting,
     stopped,
@@ -227,7 +227,7 @@ def cmd_inspect(args) -> int:
         shard = shard_of(path)
         print(inspect_text(ckpt, training.framework, args.files)
               + (lone_shard_text(shard) if shard else state_text(training, ckpt.problems)))
-    return damaged(ckpt.layout.path, ckpt.problems + tuple(training.problems))
+    return errors_found(ckpt.layout.path, ckpt.problems + tuple(training.problems))
 
 
 def cmd_check(args) -> int:

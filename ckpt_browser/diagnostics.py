@@ -6,7 +6,7 @@ there; the `--help` epilogs are built from it. Messages are one escaped line: `e
 line that goes with a failing exit code, `note()` for one that does not; `stopped()` says what
 ended a command early (a `bug()` included) and picks its code; `Parser` does the same for usage
 errors. `Progress` is the progress line, `rewriting()` shows remote mirror paths as their URLs.
-Ground floor: nothing here imports the rest of the package but `errors` and `escape`.
+Ground floor: nothing here imports the rest of the package but `alarms`, `errors` and `escape`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from enum import IntEnum
 from typing import NamedTuple
 
+from ckpt_browser import alarms
 from ckpt_browser.errors import CheckpointError
 from ckpt_browser.escape import printable as _one_line
 
@@ -157,14 +158,16 @@ def stopped(command: str | None, e: BaseException) -> ExitCode:
     return exit_code_for(command, e)
 
 
-def damaged(path: str, problems) -> ExitCode:
-    """DAMAGED, with one line naming the first, when some of `problems` are errors; else OK."""
-    errors = list(dict.fromkeys(p for p in problems if p.severity == "error"))
+def errors_found(path: str, problems) -> ExitCode:
+    """DAMAGED (the code for damaged or unsafe), with one line saying which and naming the
+    first error, unsafe ones first, when some of `problems` are errors; else OK."""
+    errors = alarms.errors(problems)
     if not errors:
         return ExitCode.OK
     first = errors[0]
     where = f"{first.file}: " if first.file else ""
-    error(f"{path}: damaged, {len(errors)} error(s); first: {where}{first.message}")
+    error(f"{path}: {alarms.phrase(errors)}, {len(errors)} error(s); first: {where}"
+          f"{first.message}")
     return ExitCode.DAMAGED
 
 

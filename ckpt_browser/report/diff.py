@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ckpt_browser import alarms
 from ckpt_browser.escape import printable
-from ckpt_browser.report.words import json_float
+from ckpt_browser.report.words import json_float, shown_status
 from ckpt_browser.values.diff import DiffResult, Row, summary
 
 if TYPE_CHECKING:
@@ -135,9 +136,10 @@ def diff_text(d: DiffResult, limit: int = 200) -> str:
         out += [""] + _section("state tensors", d.state_rows, d.options.values, limit)
     out += _state_lines(d.state)
     for side, s in (("A", d.a), ("B", d.b)):
-        errors = [p for p in s.problems if p.severity == "error"]
+        errors = alarms.errors(s.problems)
         if errors:
-            out.append(printable(f"{side} has {len(errors)} error(s); first: {errors[0].line()}"))
+            out.append(printable(f"{side} is {alarms.phrase(errors)}: {len(errors)} error(s); "
+                                 f"first: {errors[0].line()}"))
     out += [printable(f"note: {n}") for n in d.notes]
     return "\n".join(out)
 
@@ -170,7 +172,8 @@ def state_lines(state: StateDiff, every_component: bool = False) -> list[tuple[s
     for kind, c in state.components.items():
         same = c.a == c.b
         if every_component or not same:
-            out.append((f"{kind:<10} {c.a} -> {c.b}{'' if same else '  (differs)'}", ""))
+            out.append((f"{kind:<10} {shown_status(c.a)} -> {shown_status(c.b)}"
+                        f"{'' if same else '  (differs)'}", ""))
     out += [(f.message, "flag") for f in state.flags]
     out += [(n, "note") for n in state.notes]
     return out

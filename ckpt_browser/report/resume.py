@@ -7,7 +7,13 @@ import os
 
 from ckpt_browser.escape import printable
 from ckpt_browser.model import ResumeReport, ResumeTimeline
-from ckpt_browser.report.words import file_list, plural, verdict_sentence, verdict_word
+from ckpt_browser.report.words import (
+    file_list,
+    plural,
+    shown_status,
+    verdict_sentence,
+    verdict_word,
+)
 
 
 def resume_doc(report: ResumeReport) -> dict:
@@ -25,11 +31,20 @@ def resume_doc(report: ResumeReport) -> dict:
 
 
 def verdict_line(report: ResumeReport) -> str:
+    """The headline: the verdict and its meaning, or, when some file would run code, the
+    verdict and those files called UNSAFE."""
     unsafe = unsafe_files(report)
-    if unsafe and report.verdict != "broken":
-        return (f"{verdict_word(report.verdict)}: {', '.join(unsafe[:3])} would run code when "
-                "loaded: trust only the files that hold no code")
-    return verdict_sentence(report.verdict)
+    if not unsafe:
+        return verdict_sentence(report.verdict)
+    names = ", ".join(unsafe[:3]) + (" ..." if len(unsafe) > 3 else "")
+    weights = report.components.get("weights")
+    if report.verdict == "broken" and weights is not None and weights.status == "unsafe":
+        return (f"{verdict_word(report.verdict)}: the weights are UNSAFE: {names} would run "
+                "code when loaded; nothing can resume from here")
+    said = f"{names} {'is' if len(unsafe) == 1 else 'are'} UNSAFE (would run code when loaded)"
+    if report.verdict == "broken":
+        return f"{verdict_sentence(report.verdict)}; {said}"
+    return f"{verdict_word(report.verdict)}: {said}: trust only the files that hold no code"
 
 
 def unsafe_files(report: ResumeReport) -> list[str]:
@@ -62,7 +77,8 @@ def component_lines(components, shown: int | None = 3) -> list[str]:
     comps = list(components.items())
     lines = []
     for i, (kind, c) in enumerate(comps):
-        lines.append(f"  {kind:<10} {c.status:<11} {file_list(c.files, shown) or '-'}")
+        lines.append(f"  {kind:<10} {shown_status(c.status):<11} "
+                     f"{file_list(c.files, shown) or '-'}")
         if not c.detail or (i + 1 < len(comps) and comps[i + 1][1].detail == c.detail):
             continue
         run = 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ckpt_browser import alarms
 from ckpt_browser.escape import printable
 from ckpt_browser.model import Checkpoint, Totals
 from ckpt_browser.report.resume import component_lines
@@ -41,8 +42,7 @@ def file_table(ckpt: Checkpoint, every_file: bool = False) -> list[str]:
                          sum(m.totals.params for m in members),
                          sum(m.size or 0 for m in members), "ok"))
         elif f.name not in grouped:
-            status = "ok" if f.ok else (
-                f"{'UNSAFE' if getattr(f.source, 'unsafe', ()) else 'DAMAGED'}: {f.error}")
+            status = "ok" if f.ok else file_status(f)
             rows.append((f.name, f.format, len(f.tensors), f.totals.params, f.size, status))
     width = max((len(r[0]) for r in rows), default=4)
     lines = [f"{'file':<{width}}  {'format':<12}  {'tensors':>8}  {'params':>8}  "
@@ -55,6 +55,13 @@ def file_table(ckpt: Checkpoint, every_file: bool = False) -> list[str]:
         lines.append(f"({len(grouped):,} of {len(ckpt.files):,} files in "
                      f"{plural(len(groups), 'row')}: --files lists each)")
     return lines
+
+
+def file_status(f) -> str:
+    """"UNSAFE: ...", "DAMAGED: ..." or "UNSAFE, DAMAGED: ...": the words, then the errors,
+    unsafe ones first."""
+    said = alarms.words(f.problems, bool(getattr(f.source, "unsafe", ())))
+    return f"{', '.join(said)}: " + "; ".join(alarms.message(p) for p in alarms.errors(f.problems))
 
 
 def inspect_text(ckpt: Checkpoint, framework: str = "", every_file: bool = False) -> str:

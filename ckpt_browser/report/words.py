@@ -55,6 +55,12 @@ def status_word(status: str) -> str:
     return status.upper()
 
 
+def shown_status(status: str) -> str:
+    """A status in a CLI row: as JSON has it, but UNSAFE shouted, as on screen, because it
+    means that loading the file runs code."""
+    return status_word(status) if status == "unsafe" else status
+
+
 def plural(n: int, word: str) -> str:
     """"1 rank", "2 ranks", "1,024 files"."""
     return f"{n:,} {word}{'' if n == 1 else 's'}"

@@ -144,18 +144,31 @@ def test_error_and_note_are_one_escaped_line(capsys):
     assert capsys.readouterr().err == "ckpt-browser: a\\nb\\x1b[31m\nckpt-browser: reading x ...\n"
 
 
-def test_damaged_names_the_first_error(capsys):
-    class P:
-        def __init__(self, severity, file, message):
-            self.severity, self.file, self.message = severity, file, message
+class P:
+    def __init__(self, severity, file, message):
+        self.severity, self.file, self.message = severity, file, message
 
-    assert diagnostics.damaged("ck", [P("warning", "a", "w")]) == ExitCode.OK
+
+def test_errors_found_names_the_first_error(capsys):
+    assert diagnostics.errors_found("ck", [P("warning", "a", "w")]) == ExitCode.OK
     problems = [P("warning", "a", "w"), P("error", "s.safetensors", "truncated"),
                 P("error", None, "index names a missing file")]
     assert capsys.readouterr().err == ""
-    assert diagnostics.damaged("ck", problems) == ExitCode.DAMAGED
+    assert diagnostics.errors_found("ck", problems) == ExitCode.DAMAGED
     assert capsys.readouterr().err == ("ckpt-browser: ck: damaged, 2 error(s); first: "
                                        "s.safetensors: truncated\n")
+
+
+def test_errors_found_says_unsafe_and_names_the_unsafe_error_first(capsys):
+    unsafe = P("error", "optimizer.pt", "unsafe: its pickle calls os.system")
+    assert diagnostics.errors_found("ck", [unsafe]) == ExitCode.DAMAGED
+    assert capsys.readouterr().err == ("ckpt-browser: ck: UNSAFE, 1 error(s); first: "
+                                       "optimizer.pt: unsafe: its pickle calls os.system\n")
+    crc = P("error", "optimizer.pt", "zip entry 'archive/data.pkl' fails its CRC-32 check")
+    assert diagnostics.errors_found("ck", [crc, unsafe]) == ExitCode.DAMAGED
+    assert capsys.readouterr().err == ("ckpt-browser: ck: UNSAFE and damaged, 2 error(s); "
+                                       "first: optimizer.pt: unsafe: its pickle calls "
+                                       "os.system\n")
 
 
 def test_rewriting_passes_stdout_and_stderr_through_the_function(capsys):

@@ -176,8 +176,8 @@ def under(files, rel: str) -> list[str]:
 def safe_fields(out: Found, pf: PickleFile) -> dict:
     """The file's top-level fields, or none (and a problem) when it asks to run code."""
     if pf.unsafe:
-        out.problems.append(Problem(ERROR, pf.name, f"asks to run {describe(pf.unsafe)} when "
-                                    "unpickled; not run, and its contents are not used"))
+        out.problems.append(Problem(ERROR, pf.name, f"unsafe: asks to run {describe(pf.unsafe)} "
+                                    "when unpickled; not run, and its contents are not used"))
         return {}
     return fields(pf.obj)
 

@@ -55,6 +55,8 @@ class Sources:
         self.ckpt, self.fs = ckpt, fs
         self.parts: list[tuple[FileInfo, PickleFile, Part]] = []
         self.bad: list[tuple[FileInfo, str, str]] = []  # (file, status, why)
+        # what each unsafe file holds (read inert): only those components are UNSAFE
+        self.unsafe_holds: dict[str, set[str]] = {}
         for f in ckpt.files:
             pf = f.source if isinstance(f.source, PickleFile) else None
             if pf is None or f.format not in PICKLE_FORMATS:
@@ -63,6 +65,9 @@ class Sources:
                 self.bad.append((f, UNSAFE, f"{f.name} asks to run {describe(pf.unsafe)} when "
                                  "unpickled (not run here); torch.load(weights_only=False) would "
                                  "execute it."))
+                held = classify(pf.obj) if pf.obj is not None else []
+                self.unsafe_holds[f.name] = {"weights" if p.kind == "ema" else p.kind
+                                             for p in held}
                 continue
             errors = [p.message for p in f.problems if p.severity == ERROR]
             if pf.obj is None or errors:
@@ -114,7 +119,8 @@ def build_content(ckpt: Checkpoint, det, fs: StateFiles) -> Found:
     out.project = src.project.label if src.project else ""
     weights = _weights(src, det)
     out.add(weights)
-    if not training and not src.bad:
+    unsafe_only = all(status == UNSAFE for _, status, _ in src.bad)
+    if not training and unsafe_only and not _holds_training(src):
         if weights.status == MISSING:
             return _nothing(out, ckpt)
         return _weights_only(out, ckpt, weights)
@@ -242,7 +248,7 @@ def _weights_sentence(rows: list[dict], ema: list[dict], classes: list[str]) -> 
 
 def _no_weights(src: Sources) -> Component:
     for f, status, why in src.bad:
-        if _hint(f.name) in (None, "weights"):
+        if _holds(src, f.name, "weights"):
             return Component("weights", status, (f.name,), why,
                              {"file": f.name} if status == DAMAGED else {"file": f.name})
     files = [f.name for f, _, _ in src.parts]
@@ -546,6 +552,9 @@ def _scaler(src: Sources) -> Component:
         return Component("scaler", OK, (f.name,), f"{_where(f, p)} holds the loss scaler "
                          f"({p.what}, scale {num(scale)}), so the resumed run keeps its loss "
                          "scale instead of probing for it again.", facts)
+    bad = _bad_for(src, "scaler")
+    if bad is not None:
+        return bad
     if src.project is not None and src.project.saves_no_scaler:
         return Component("scaler", MISSING, (), src.project.missing["scaler"],
                          {"project": src.project.name})
@@ -576,21 +585,36 @@ def _hint(name: str) -> str | None:
     return next((kind for kind, rx in HINTS if rx.search(leaf)), None)
 
 
+def _holds(src: Sources, name: str, kind: str) -> bool:
+    """Whether a damaged or unsafe file holds this component: an unsafe file by what it was
+    read to hold (inert), else (nothing readable) by the hint its name gives."""
+    held = src.unsafe_holds.get(name)
+    if held:
+        return kind in held
+    hint = _hint(name)
+    return hint == kind or (kind == "weights" and hint is None)
+
+
+def _holds_training(src: Sources) -> bool:
+    return any(kind in TRAINING for held in src.unsafe_holds.values() for kind in held)
+
+
 def _bad_for(src: Sources, kind: str) -> Component | None:
-    """A damaged or unsafe file whose name suggests this component: its content is lost."""
+    """A damaged or unsafe file that holds this component: its content is lost."""
     for f, status, why in src.bad:
-        if _hint(f.name) == kind:
+        if _holds(src, f.name, kind):
             return Component(kind, status, (f.name,), why, {"file": f.name})
     return None
 
 
 def _bad_files(src: Sources, out: Found) -> None:
     """One unreadable file that held everything (the only torch file): every component is
-    lost with it, as when a single-file checkpoint is cut short."""
+    lost with it, as when a single-file checkpoint is cut short. Not an unsafe one: it was
+    read inert, so what it holds is known, and `_bad_for` marks only that UNSAFE."""
     if src.parts or not src.bad:
         return
     weights = out.components["weights"]
-    if weights.status not in (DAMAGED, UNSAFE):
+    if weights.status != DAMAGED:
         return
     for kind in COMPONENTS:
         if kind != "weights" and out.components[kind].status in (MISSING, NOT_NEEDED):

@@ -120,7 +120,7 @@ class StateFiles:
 
         obj, unsafe, problems = read_pickle_bytes(data, f"{name} ({entry.key})")
         if unsafe:
-            self.problems.append(Problem(ERROR, name, f"item {entry.key} asks to run "
+            self.problems.append(Problem(ERROR, name, f"unsafe: item {entry.key} asks to run "
                                          f"{describe(unsafe)} when unpickled; not run"))
             return f"unsafe call {unsafe[0]} (not run)"
         self.problems.extend(problems)  # warnings too: a hash flood, an int too long to print

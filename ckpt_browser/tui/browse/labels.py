@@ -12,7 +12,8 @@ from ckpt_browser.report.words import count, plural, size, size_cell
 from ckpt_browser.tui.common.cells import cut_middle
 
 STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "missing": "MISSING",
-               "warning": "warning", "unsafe": "UNSAFE", "unread": "NOT READ"}
+               "warning": "warning", "unsafe": "UNSAFE", "unsafe-damaged": "UNSAFE, DAMAGED",
+               "unread": "NOT READ"}
 
 
 MIN_TENSOR_NAME = 24  # a tensor row drops its dtype, then its shape, to keep this much name
@@ -43,7 +44,7 @@ def shard_label(name: str, state: str, tensors: int, nbytes: int | None, shown: 
     named when it is not safetensors (it is what the content is, whatever the name says).
     With a width, the row fits it as `fitted` says: the name whole, the counts that fit."""
     head = Text()
-    if state in ("damaged", "missing", "warning", "unsafe", "unread"):
+    if state in ("damaged", "missing", "warning", "unsafe", "unsafe-damaged", "unread"):
         head.append(f"! {STATE_WORDS[state]} ",
                     style=ALERT if state != "warning" else WARN)
     name = printable(name)

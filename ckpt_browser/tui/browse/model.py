@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ckpt_browser import alarms
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
 from ckpt_browser.model import (
-    ERROR,
     Checkpoint,
     FileInfo,
     Layout,
@@ -110,16 +110,18 @@ class BrowseModel:
         return [p for p in self.problems if p.file == name]
 
     def shard_state(self, name: str) -> str:
-        """'reading', 'ok', 'missing', 'damaged', 'unsafe' or 'warning'."""
+        """'reading', 'ok', 'missing', 'damaged', 'unsafe', 'unsafe-damaged' or 'warning'."""
         if name not in self.shards:
             return "unread" if "load" in self.failed else "reading"
         f = self.shards[name]
         if f.size is None:
             return "missing"
-        if getattr(f.source, "unsafe", ()):
-            return "unsafe"
-        severities = {p.severity for p in self.shard_problems(name)} - {"info"}
-        return "damaged" if ERROR in severities else "warning" if severities else "ok"
+        problems = self.shard_problems(name)
+        said = alarms.words(problems, bool(getattr(f.source, "unsafe", ())))
+        if said:
+            return "-".join(said).lower()
+        severities = {p.severity for p in problems} - {"info"}
+        return "warning" if severities else "ok"
 
     def tensors_of(self, name: str, pattern: str | None = None) -> list[TensorInfo | str]:
         """A shard's tensors (from its header), else the names the index maps to it,

@@ -33,7 +33,7 @@ from ckpt_browser.tui.browse.timeline import TimelineScreen
 from ckpt_browser.tui.browse.tree import CheckpointTree
 from ckpt_browser.tui.common.help import HelpScreen
 from ckpt_browser.tui.common.modals import PathPrompt
-from ckpt_browser.tui.common.problems import ProblemsScreen
+from ckpt_browser.tui.common.problems import ProblemsScreen, notice
 from ckpt_browser.tui.common.workers import ForwardsWorkerErrors, current_load
 from ckpt_browser.tui.keys import BROWSE, bindings
 
@@ -205,8 +205,8 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
         errors = sum(p.severity == "error" for p in self.model.problems)
         if errors > self.model.errors_told:  # the training state often repeats a file's error
             self.model.errors_told = errors
-            self.notify(f"{errors} error(s) found: press p to list them", title="Damaged",
-                        severity="error", timeout=8)
+            title, text = notice(self.model.problems)
+            self.notify(text, title=title, severity="error", timeout=8)
 
     @on(TrainingRead)
     @current_load

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from ckpt_browser import alarms
 from ckpt_browser.analysis.resume.shard import shard_of
 from ckpt_browser.escape import printable
 from ckpt_browser.report.styles import ALERT, WARN
@@ -103,8 +104,9 @@ def summary_text(model: BrowseModel, width: int = 80) -> Text:
     errors = sum(p.severity == "error" for p in model.problems)
     warnings = sum(p.severity == "warning" for p in model.problems)
     if errors or warnings:  # before the state line: the summary may be cut at 6 lines
-        text.append(f"{errors} error(s), {warnings} warning(s): press p to list them\n",
-                    style=ALERT if errors else WARN)
+        said = alarms.phrase(model.problems)
+        text.append(f"{said + ': ' if said else ''}{errors} error(s), {warnings} warning(s): "
+                    "press p to list them\n", style=ALERT if errors else WARN)
     text.append(_state_line(model, width))
     if model.pattern:
         hits, total, files = model.match_counts()

@@ -8,6 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ckpt_browser import alarms
 from ckpt_browser.escape import printable
 from ckpt_browser.readers.torchfile import tensor_bytes
 from ckpt_browser.report.words import STATUS_STYLE, size, status_word
@@ -97,7 +98,7 @@ def _file(f):
     problems = getattr(f, "problems", ())
     if problems:
         parts += [Text(""), Text("Problems", style="bold")]
-        parts += [Text(printable(f"{p.severity.upper()}: {p.message}")) for p in problems]
+        parts += [Text(printable(f"{alarms.word(p)}: {alarms.message(p)}")) for p in problems]
     return Group(*parts)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from ckpt_browser import alarms
 from ckpt_browser.analysis.content.mapping import main_shape
 from ckpt_browser.analysis.roles import component_of
 from ckpt_browser.escape import printable
@@ -109,9 +110,10 @@ def file_items(training: TrainingState, ref: Ref) -> list[Item]:
                                          component=ref.component), True))
             continue
         label = Text(printable(file_name(f)), style="bold")
+        said = alarms.words(getattr(f, "problems", ()), bool(getattr(f, "unsafe", ())))
+        if said:  # "! UNSAFE", "! DAMAGED" or both
+            label = Text.assemble((f"! {', '.join(said)} ", ALERT), label)
         if isinstance(f, PickleFile):
-            if f.unsafe:
-                label = Text.assemble(("! UNSAFE ", ALERT), label)
             label.append(f"  {f.kind}, {len(f.tensors)} tensors", style="dim")
         elif isinstance(f, DcpCheckpoint):
             label.append(f"  DCP, {len(f.entries)} keys, {len(f.files)} rank files", style="dim")

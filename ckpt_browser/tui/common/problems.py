@@ -1,10 +1,12 @@
-"""`p`: every problem, one per line, naming the file."""
+"""`p`: every problem, one per line, naming the file; an unsafe one says UNSAFE where the
+others say their severity."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
 
+from ckpt_browser import alarms
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import SEVERITY_STYLE
 from ckpt_browser.tui.common.modals import TextModal
@@ -15,10 +17,22 @@ def problems_text(problems) -> Text:
         return Text("No problems found.")
     text = Text()
     for p in problems:
-        text.append(f"{p.severity.upper():8}", style=SEVERITY_STYLE.get(p.severity, "bold"))
+        text.append(f"{alarms.word(p):8}", style=SEVERITY_STYLE.get(p.severity, "bold"))
         text.append(f"{printable(p.file or '-')}: ", style="bold")
-        text.append(printable(p.message) + "\n")
+        text.append(printable(alarms.message(p)) + "\n")
     return text
+
+
+def notice(problems) -> tuple[str, str]:
+    """The title ("UNSAFE", "Damaged", "UNSAFE and damaged") and the words of the notice
+    that errors were found: the files that would run code first."""
+    errors = alarms.errors(problems)
+    text = f"{len(errors)} error(s) found: press p to list them"
+    unsafe = list(dict.fromkeys(p.file or "a file" for p in errors if alarms.is_unsafe(p)))
+    if unsafe:
+        names = ", ".join(unsafe[:3]) + (" ..." if len(unsafe) > 3 else "")
+        text = f"{printable(names)} would run code if loaded (nothing was run). {text}"
+    return alarms.title(errors), text
 
 
 class ProblemsScreen(TextModal):
@@ -37,4 +51,6 @@ class ProblemsScreen(TextModal):
 
 
 def _title(problems, reading: bool) -> str:
-    return f"Problems ({len(problems)})" + (" · still reading, more may come" if reading else "")
+    said = alarms.phrase(problems)
+    return (f"Problems ({len(problems)})" + (f" · {said}" if said else "")
+            + (" · still reading, more may come" if reading else ""))

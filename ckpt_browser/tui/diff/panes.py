@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
+from ckpt_browser import alarms
 from ckpt_browser.escape import printable
 from ckpt_browser.report.styles import ALERT
 from ckpt_browser.report.words import full_number, short_number
@@ -37,7 +38,8 @@ def side_line(which: str, side: Side, width: int) -> Text:
     tail = " · ".join(facts)
     trouble = ""
     if side.problems:
-        trouble = f" · {errors} error(s), {warnings} warning(s) (p)" if errors else \
+        said = alarms.phrase(side.problems)
+        trouble = f" · {said}: {errors} error(s), {warnings} warning(s) (p)" if errors else \
             f" · {warnings} warning(s) (p)"
     room = max(20, width - len(tail) - len(trouble) - 8)
     text = Text(f"{which}  ", style="bold")

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ckpt_browser import limits
-from ckpt_browser.model import ERROR, INFO, WARNING, Problem
+from ckpt_browser.model import ERROR, WARNING, Problem
 from ckpt_browser.readers.export import is_export, read_export
 from ckpt_browser.readers.pickle_safe import (
     ITEMSIZE,
@@ -34,7 +34,14 @@ from ckpt_browser.readers.pickle_safe import (
     short,
     unpickle,
 )
+from ckpt_browser.readers.pickle_safe.torchscript_records import TORCHSCRIPT_GLOBALS
 from ckpt_browser.readers.regular import missing_reason, open_regular
+from ckpt_browser.readers.torchscript import (
+    operators,
+    read_code,
+    torchscript_kind,
+    without_constants,
+)
 from ckpt_browser.readers.zipcheck import check_zip
 from ckpt_browser.readers.zipentries import (
     check_records,
@@ -137,7 +144,11 @@ def _children(node) -> Sequence[tuple[str, Any]]:
     if kind is list or kind is tuple:
         return [(str(i), v) for i, v in enumerate(node)]
     if kind is Opaque:
-        return [(str(i), v) for i, v in enumerate(node.args)] + list(node.fields.items())
+        kids = [(str(i), v) for i, v in enumerate(node.args)]
+        if node.qualname.startswith("__torch__.") and node.state is not None \
+                and type(node.state) is not dict:  # a scripted __getstate__'s tuple
+            return kids + [("state", node.state)]
+        return kids + list(node.fields.items())
     return ()
 
 
@@ -218,30 +229,57 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
         if check is None:  # zipfile gave up: torch's reader may not (what would it see?)
             check = check_zip(f, zf, size, name, lim.zip_directory_bytes)
         return _checked(failed, f, check.entries, check, (b"", -1), name)
-    got = unpickle(io.BytesIO(data), name, storage_ids="zip")
+    script = torchscript_kind(zf.namelist(), root)
+    got = unpickle(io.BytesIO(data), name, TORCHSCRIPT_GLOBALS if script else None,
+                   storage_ids="zip")
     problems = _byteorder(zf, root, name)
     bad_crc = None if unchecked(entries) else \
         crc_problem(info.filename, data, info.CRC, info.file_size, name)
     problems += [bad_crc] if bad_crc else []
     storages = _locate_zip(f, zf, root, got.storages, name, size, problems, check.starts)
-    kind = "torch-zip"
-    if any(n.startswith(f"{root}/code/") for n in zf.NameToInfo):
-        kind = "torchscript"
-        problems.append(Problem(INFO, name, "a TorchScript archive (torch.jit.save): its tensors "
-                                "are listed; torch.jit.load compiles and runs the TorchScript in "
-                                "its code/ folder, which is never run here"))
+    kind = "torchscript" if script == "exact" else "torch-zip"
+    odd = None if script or not got.ok else without_constants(got.obj, name)
+    problems += [odd] if odd else []
     pf = _result(name, kind, size, got, storages, problems)
-    return _checked(pf, f, entries, check, (raw_name(info), info.header_offset), name)
+    return _checked(pf, f, entries, check, (raw_name(info), info.header_offset), name,
+                    (zf, root, script, got) if script else None)
 
 
-def _checked(pf: PickleFile, f, entries, check, shown, name) -> PickleFile:
-    """The file as read, plus what the differential checks and the other pickles found."""
+def _checked(pf: PickleFile, f, entries, check, shown, name, script=None) -> PickleFile:
+    """The file as read, plus what the differential checks and the other pickles found, and
+    for TorchScript (`script`: the zip, its root, its kind and data.pkl as read), what
+    torch.jit.load would run."""
     from dataclasses import replace
 
-    more, unsafe = check_records(f, entries, check.starts, shown, name)
-    unsafe = tuple(u for u in unsafe if u not in pf.unsafe)
+    pickles: dict[str, Unpickled] = {}
+    allow = TORCHSCRIPT_GLOBALS if script else None
+    wanted = {f"{script[1]}/{n}".lower() for n in ("constants.pkl", "bytecode.pkl")} \
+        if script else set()
+
+    def keep(entry: str, got: Unpickled) -> None:
+        if entry.lower() in wanted:
+            pickles[entry.lower()] = got
+
+    more, unsafe = check_records(f, entries, check.starts, shown, name, allow, keep)
+    if script:
+        code = _script_code(script, pickles, name)
+        more += code.problems
+        unsafe += code.unsafe
+    unsafe = tuple(dict.fromkeys(u for u in unsafe if u not in pf.unsafe))
     return replace(pf, unsafe=pf.unsafe + unsafe,
                    problems=pf.problems + tuple(check.problems) + tuple(more))
+
+
+def _script_code(script, pickles: dict[str, Unpickled], name: str):
+    """read_code on what torch.jit.load unpickles: data.pkl and constants.pkl (any case)."""
+    zf, root, kind, data = script
+    found = pickles
+    constants = found.get(f"{root}/constants.pkl".lower())
+    parts = [data, constants] if constants is not None else [data]
+    pickled = [p.obj for p in parts] if all(p.ok for p in parts) else None
+    bytecode = found.get(f"{root}/bytecode.pkl".lower())
+    ops = operators(bytecode.obj) if bytecode is not None and bytecode.ok else []
+    return read_code(zf, root, name, kind, pickled, ops)
 
 
 def _data_pkl(zf: zipfile.ZipFile) -> tuple[str, zipfile.ZipInfo | None]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from collections.abc import Callable
 
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem
-from ckpt_browser.readers.pickle_safe import describe, unpickle
+from ckpt_browser.readers.pickle_safe import Unpickled, describe, unpickle
 from ckpt_browser.readers.zipdir import Entry
 
 SMALL = {b"byteorder", b"version", b".data/version", b".format_version", b".storage_alignment",
@@ -41,11 +42,15 @@ def crc_problem(text: str, data: bytes, crc: int, usize: int, name: str) -> Prob
 
 
 def check_records(f, entries: list[Entry], starts: dict[int, int], shown: tuple[bytes, int],
-                  name: str) -> tuple[list[Problem], tuple[str, ...]]:
-    """CRC problems of the small records; the unsafe globals of every pickle but `shown`."""
+                  name: str, allow: dict | None = None,
+                  seen: Callable[[str, Unpickled], None] | None = None,
+                  ) -> tuple[list[Problem], tuple[str, ...]]:
+    """CRC problems of the small records; the unsafe globals of every pickle but `shown`,
+    read with `allow` (a TorchScript archive's own). `seen(entry name, result)` is told of
+    each pickle read."""
     problems = [Problem(INFO, name, NO_CRC)] if unchecked(entries) else \
         _small_records(f, entries, starts, name)
-    return problems, _pickles(f, entries, starts, shown, name, problems)
+    return problems, _pickles(f, entries, starts, shown, name, problems, allow, seen)
 
 
 def _small_records(f, entries, starts, name) -> list[Problem]:
@@ -80,7 +85,7 @@ def raw_name(info) -> bytes:
     return info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437")
 
 
-def _pickles(f, entries, starts, shown, name, problems) -> tuple[str, ...]:
+def _pickles(f, entries, starts, shown, name, problems, allow, seen) -> tuple[str, ...]:
     unsafe: dict[str, None] = {}
     picked = [e for e in entries if e.name.lower().endswith(b".pkl")
               and (e.name, e.offset) != shown and e.offset in starts]
@@ -102,7 +107,9 @@ def _pickles(f, entries, starts, shown, name, problems) -> tuple[str, ...]:
         if not unchecked(entries):
             bad = crc_problem(e.text, data, e.crc, e.usize, name)
             problems += [bad] if bad else []
-        got = unpickle(io.BytesIO(data), name, storage_ids="zip")
+        got = unpickle(io.BytesIO(data), name, allow, storage_ids="zip")
+        if seen is not None:
+            seen(e.text, got)
         if got.unsafe:
             unsafe.update(dict.fromkeys(got.unsafe))
             problems.append(Problem(ERROR, name, f"unsafe: its zip entry {e.text!r} is a "

@@ -58,7 +58,7 @@ def test_torchscript_is_listed_with_its_tensors_and_never_run():
     truth = {k: tuple(v.shape) for k, v in scripted.state_dict().items()}
     assert {t.name: tuple(t.shape) for t in f.tensors} == truth
     assert all(t.component == "weights" for t in f.tensors)
-    assert any(p.severity == "info" and "TorchScript" in p.message for p in f.problems)
+    assert [p.severity for p in f.problems] == [WARNING] and "TorchScript" in f.problems[0].message
 
 
 def test_export_archive_tensors_sit_where_torch_export_stored_them():

@@ -103,3 +103,26 @@ def test_diff_says_unsafe_for_the_unsafe_side(run):
     assert "B is UNSAFE: 1 error(s); first: error: optimizer.pt: unsafe: its pickle calls " \
            "os.system" in out
     assert "damaged" not in out.lower()
+
+
+def test_check_calls_an_unsafe_weight_file_unsafe(run):
+    """epoch_2.pth holds weights too and would run code: the weights are UNSAFE, not damaged."""
+    code, out, _ = run("check", CORPUS / "file-epochs-pth")
+    assert code == 5
+    assert out.startswith("BROKEN: the weights are UNSAFE: epoch_2.pth would run code when "
+                          "loaded; nothing can resume from here\n")
+    assert "  weights    UNSAFE      epoch_2.pth" in out
+    assert "epoch_2.pth is UNSAFE (unsafe: its pickle calls subprocess.Popen" in out
+    assert "damaged" not in out.lower()
+
+
+def test_an_unsafe_dcp_item_is_found_on_the_component_it_makes_unsafe(run):
+    """train_state.step would run code: the finding is the progress component's; the weights
+    beside it in the same rank file stay ok (the verdict is weights-only, as before)."""
+    code, out, err = run("check", CORPUS / "dcp-item-payload/step-1")
+    assert code == 4 and err == ""
+    assert "  weights    ok" in out and "  progress   UNSAFE" in out
+    assert "  error   progress   __0_0.distcp: unsafe: item train_state.step asks to run " \
+           "os.system" in out
+    code, _, err = run("inspect", CORPUS / "dcp-item-payload/step-1")
+    assert code == 5 and ": UNSAFE, 1 error(s); first: __0_0.distcp: unsafe: item " in err

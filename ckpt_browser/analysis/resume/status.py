@@ -81,6 +81,9 @@ def check_other_problems(draft: Draft, ts: TrainingState) -> None:
         if p.severity == INFO or not p.file or p.file in named or (p.file, p.message) in seen:
             continue
         owner = next((k for k in COMPONENTS if p.file in draft.components[k].files), None)
+        if p.message.startswith("unsafe"):  # the component it makes unsafe, if one says so
+            owner = next((k for k in COMPONENTS if draft.components[k].status == "unsafe"
+                          and p.file in draft.components[k].files), owner)
         if owner is None and p.message.startswith("unsafe"):
             owner = "data"  # training_args.bin: the run's settings, which the data order follows
         if owner is None:

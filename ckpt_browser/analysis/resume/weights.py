@@ -50,11 +50,13 @@ def check_weights(draft: Draft, ckpt: Checkpoint | None) -> None:
         draft.add(ERROR, "weights", file, _message(file, messages))
     old = draft.components["weights"]
     gone = [f for f, ms in by_file.items() if any(m == MISSING for m in ms)]
-    status = "incomplete" if len(gone) == len(by_file) else "damaged"
+    unsafe = [f for f, ms in by_file.items() if any(m.startswith("unsafe") for m in ms)]
+    status = "incomplete" if len(gone) == len(by_file) else "unsafe" if unsafe else "damaged"
     named = [f for f in by_file if f]
+    what = "would run code when loaded" if status == "unsafe" else "cannot be read"
     draft.components["weights"] = Component(
-        "weights", status, old.files or tuple(named),
-        f"{len(named)} weight file{'s' if len(named) != 1 else ''} cannot be read "
+        "weights", status, tuple(unsafe) if status == "unsafe" else old.files or tuple(named),
+        f"{len(named)} weight file{'s' if len(named) != 1 else ''} {what} "
         f"({name_list(named)}): the model cannot be loaded.",
         {**old.facts, "unreadable": named})
 
@@ -66,7 +68,10 @@ def _message(file: str | None, messages: list[str]) -> str:
         rest = [m for m in messages if m != MISSING]
         why = f" ({'; '.join(rest)})" if rest else ""
         return f"{file} is missing{why}: {AFTER}"
-    return f"{file} is damaged ({'; '.join(messages)}): {AFTER}"
+    unsafe = [m.startswith("unsafe") for m in messages]  # both: "is UNSAFE and damaged"
+    said = " and ".join(w for w, on in (("UNSAFE", any(unsafe)), ("damaged", not all(unsafe)))
+                        if on)
+    return f"{file} is {said} ({'; '.join(messages)}): {AFTER}"
 
 
 def _checked(draft: Draft, ckpt: Checkpoint) -> None:

@@ -18,7 +18,7 @@ from ckpt_browser.analysis.content.classify import classify
 from ckpt_browser.analysis.content.projects import fingerprint
 from ckpt_browser.analysis.content.signatures import counter_kind
 from ckpt_browser.analysis.content.tag import param_name, wrapper_prefix
-from ckpt_browser.model import natural_key
+from ckpt_browser.errors import NotACheckpoint
 from ckpt_browser.readers.checkpoints import (
     TimelineEntry,
     find_checkpoints,
@@ -26,6 +26,7 @@ from ckpt_browser.readers.checkpoints import (
     newest_first,
 )
 from ckpt_browser.readers.files import head_of, sniff
+from ckpt_browser.readers.walk import MAX_DEPTH, list_folder, loops_back
 from ckpt_browser.standins import TensorRef
 
 MAX_FILES = 256  # files looked into in one folder; a run folder holds a few dozen
@@ -35,21 +36,25 @@ def is_run(path: str) -> bool:
     return bool(run_entries(path))
 
 
-def run_entries(path: str) -> list[TimelineEntry]:
+def run_entries(path: str, depth: int = 0) -> list[TimelineEntry]:
     """The checkpoints in a folder of checkpoints, newest first; [] when `path` is one
-    checkpoint (or not a folder)."""
+    checkpoint (or not a folder). `depth`: folders gone down through to get here, each the
+    only thing in the one above; NotACheckpoint past walk.MAX_DEPTH of them."""
     if not os.path.isdir(path):
         return []
+    loop = loops_back(path)
+    if loop:
+        raise NotACheckpoint(path, loop)
     if is_timeline(path):
         return find_checkpoints(path)
-    return _by_content(path)
+    return _by_content(path, depth)
 
 
-def _by_content(folder: str) -> list[TimelineEntry]:
+def _by_content(folder: str, depth: int) -> list[TimelineEntry]:
     from ckpt_browser.readers.frameworks import detect
 
     try:
-        names = sorted(os.listdir(folder), key=natural_key)
+        names = list(list_folder(folder).names)  # bounded, loops left out
     except OSError:
         return []
     if detect(folder).framework not in ("unknown", "torch", "safetensors"):
@@ -64,8 +69,11 @@ def _by_content(folder: str) -> list[TimelineEntry]:
         return []  # the folder is one checkpoint
     dirs = [n for n in names if not n.startswith(".") and os.path.isdir(os.path.join(folder, n))
             and not os.path.islink(os.path.join(folder, n))]
-    if not files and len(dirs) == 1:  # a folder around one run or checkpoint (mmengine's work_dir)
-        inner = run_entries(os.path.join(folder, dirs[0]))
+    if not files and len(dirs) == 1:  # a folder around one run or checkpoint (a work_dir)
+        if depth >= MAX_DEPTH:
+            raise NotACheckpoint(folder, f"over {MAX_DEPTH} folders nested one in another, "
+                                 "each the only thing in the one above: not looked into further")
+        inner = run_entries(os.path.join(folder, dirs[0]), depth + 1)
         if inner:
             return [replace(e, name=f"{dirs[0]}/{e.name}") for e in inner]
         if _checkpoint_folder(folder, dirs[0]):
@@ -92,7 +100,7 @@ def _checkpoint_folder(folder: str, name: str) -> bool:
     if os.path.islink(path) or not os.path.isdir(path):
         return False
     try:
-        inner = os.listdir(path)
+        inner = list_folder(path).names
     except OSError:
         return False
     if ".metadata" in inner or any(n.endswith((".safetensors", ".index.json", ".distcp"))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ckpt_browser.errors import CheckpointError
+from ckpt_browser.readers.regular import read_small
 
 BANK_PATH = Path(__file__).with_name("bank.json")
 MAX_BANK_BYTES = 4 * 1024 * 1024  # a few hundred questions are ~200 KB
@@ -64,7 +65,7 @@ def load_bank(path: str | os.PathLike | None = None) -> list[Question]:
         if size > MAX_BANK_BYTES:
             raise BankError(path, f"question bank is {size:,} bytes; the limit is "
                             f"{MAX_BANK_BYTES:,}")
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_small(str(path), MAX_BANK_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise BankError(path, "question bank not found") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -12,6 +12,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ckpt_browser.readers.regular import read_small
+
 MAX_PROGRESS_BYTES = 2 * 1024 * 1024
 MISS_WEIGHT = 3.0  # each unresolved miss adds this to a question's weight of 1
 
@@ -48,7 +50,7 @@ def load_progress(path: str | os.PathLike | None = None) -> Progress:
     try:
         if path.stat().st_size > MAX_PROGRESS_BYTES:
             raise ValueError(f"larger than {MAX_PROGRESS_BYTES:,} bytes")
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_small(str(path), MAX_PROGRESS_BYTES).decode("utf-8"))
         return Progress(_entries(doc))
     except FileNotFoundError:
         return Progress()

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, replace
 
-from ckpt_browser.model import natural_key
+from ckpt_browser.model import WARNING, Problem, natural_key
+from ckpt_browser.readers.regular import missing_reason
+from ckpt_browser.readers.walk import list_folder, only_loops
 
 # (kind, name pattern, what its number counts)
 NAMES: tuple[tuple[str, re.Pattern, str], ...] = tuple(
@@ -125,27 +128,77 @@ def newest_name(names) -> str:
     return max(names, key=order)
 
 
-def named_checkpoints(folder: str, prefix: str = "") -> list[TimelineEntry]:
+@dataclass(frozen=True)
+class Found:
+    """The checkpoints named in a run folder, and what walking it found wrong."""
+
+    entries: list[TimelineEntry]
+    problems: tuple[Problem, ...] = ()
+
+
+def checkpoints_in(folder: str, prefix: str = "") -> Found:
     """Children of `folder` named like checkpoints (one nesting level down too), unordered,
-    from names alone: nothing is opened."""
-    found: list[TimelineEntry] = []
+    from names alone: nothing is opened. Each real folder once. A link that leads back to the
+    folder or above it, a folder holding only such links, and a link that leads nowhere are
+    problems, never checkpoints."""
     try:
-        names = os.listdir(folder)
+        listing = list_folder(folder)
     except OSError:
-        return found
-    for name in names:
+        return Found([])
+    shown = f"{os.path.basename(os.path.abspath(folder))}/"
+    problems = list(listing.problems(shown))
+    found: list[TimelineEntry] = []
+    for name in listing.names:
         path = os.path.join(folder, name)
         step, kind = step_of(name)
         if kind is not None:
             try:
-                mtime = os.stat(path).st_mtime
+                st = os.stat(path)
             except OSError:
+                if os.path.islink(path):  # a loop of links, or a link to nothing
+                    problems.append(Problem(WARNING, None, f"{shown}{name} "
+                                            f"{missing_reason(path)}: not a checkpoint"))
                 continue
-            found.append(TimelineEntry(path, prefix + name, step, mtime, kind))
+            loop = only_loops(path) if stat.S_ISDIR(st.st_mode) else None
+            if loop is not None:
+                problems.append(Problem(WARNING, None, f"{shown}{name} holds only links back "
+                                        f"({loop.name} {loop.words()}): not a checkpoint"))
+                continue
+            found.append(TimelineEntry(path, prefix + name, step, st.st_mtime, kind))
         elif (name in NESTING and os.path.isdir(path) and not os.path.islink(path)
-              and not prefix):  # a symlinked nest could point back up: no end to it
-            found.extend(named_checkpoints(path, prefix=name + "/"))
-    return found
+              and not prefix):  # one level down only
+            inner = checkpoints_in(path, prefix=name + "/")
+            found.extend(inner.entries)
+            problems.extend(inner.problems)
+    return Found(_once(found), tuple(problems))
+
+
+def _once(entries: list[TimelineEntry]) -> list[TimelineEntry]:
+    """A link to a checkpoint listed beside it is that checkpoint again: each real folder
+    once, under its own name (not the link's). Two links to one file both stay: the Hugging
+    Face cache links identical files to one blob."""
+    links = {e.path for e in entries if os.path.islink(e.path)}
+    if not links:
+        return entries  # no two names of one folder lead to one place
+    kept, taken = [], set()
+    for e in sorted(entries, key=lambda e: (e.path in links, natural_key(e.name))):
+        real = os.path.realpath(e.path)
+        if real in taken:
+            continue
+        kept.append(e)
+        if e.path not in links or os.path.isdir(e.path):
+            taken.add(real)
+    return kept
+
+
+def named_checkpoints(folder: str, prefix: str = "") -> list[TimelineEntry]:
+    """checkpoints_in without the problems."""
+    return checkpoints_in(folder, prefix).entries
+
+
+def run_problems(folder: str) -> tuple[Problem, ...]:
+    """What walking a run folder finds wrong (loops, links to nothing, a cut listing)."""
+    return checkpoints_in(folder).problems
 
 
 def newest(folder: str) -> tuple[TimelineEntry, int] | None:
@@ -170,7 +223,7 @@ def is_timeline(folder: str) -> bool:
     if not os.path.isdir(folder):
         return False
     try:
-        names = os.listdir(folder)
+        names = list_folder(folder).names
     except OSError:
         return False
     if any(n in (*MARKER_FILES, ".metadata", "meta.pt")

@@ -15,7 +15,7 @@ import stat
 from typing import Any
 
 from ckpt_browser import limits
-from ckpt_browser.model import ERROR, INFO, WARNING, Problem, natural_key
+from ckpt_browser.model import ERROR, INFO, WARNING, Problem
 from ckpt_browser.readers.pickle_safe import (
     DTYPE_GLOBALS,
     Unpickled,
@@ -26,6 +26,7 @@ from ckpt_browser.readers.pickle_safe import (
 )
 from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.torchfile import unsafe_problems
+from ckpt_browser.readers.walk import list_folder
 from ckpt_browser.standins import DcpCheckpoint, DcpChunk, DcpEntry
 
 METADATA = ".metadata"
@@ -114,7 +115,7 @@ def read_dcp(folder: str, rel: str) -> DcpCheckpoint:
         return f"{rel}/{n}" if rel else n
 
     try:
-        names = sorted(os.listdir(folder), key=natural_key)
+        names = list(list_folder(folder).names)  # bounded, links that loop back left out
         stats = {n: os.stat(os.path.join(folder, n)) for n in names if n.endswith(".distcp")}
         files = {n: st.st_size for n, st in stats.items()}
     except OSError as e:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from ckpt_browser.model import ERROR, INFO, Problem
+from ckpt_browser.model import ERROR, INFO, WARNING, Problem
 from ckpt_browser.readers.checkpoints import newest, step_from_name
 from ckpt_browser.readers.detection.common import (
     FRAMEWORKS,
@@ -41,6 +41,7 @@ from ckpt_browser.readers.detection.megatron import (
     megatron_iter,
     megatron_root,
 )
+from ckpt_browser.readers.walk import MAX_DEPTH
 
 __all__ = ["FRAMEWORKS", "MAX_MARKER", "OTHER", "Detection", "dcp_files", "detect", "listdir",
            "step_from_name"]
@@ -52,11 +53,12 @@ TORCH_WEIGHTS = rx(r"pytorch_model\.bin", r"pytorch_model-\d+-of-\d+\.bin",
                    r"pytorch_model\.bin\.index\.json")
 
 
-def detect(path: str) -> Detection:
+def detect(path: str, depth: int = 0) -> Detection:
     """Say which framework wrote `path` (a checkpoint folder or one file). Never raises for
-    odd contents; a missing path gives framework "unknown" with an error problem."""
+    odd contents; a missing path gives framework "unknown" with an error problem. `depth`:
+    how many run folders were gone through to get here (bounded at walk.MAX_DEPTH)."""
     if os.path.isdir(path):
-        return _folder(path)
+        return _folder(path, depth)
     if os.path.isfile(path):
         return _single_file(path)
     return Detection(path, path, "unknown",
@@ -90,7 +92,7 @@ def _single_file(path: str) -> Detection:
     return Detection(path, root, "unknown", roles={OTHER: (name,)})
 
 
-def _folder(path: str) -> Detection:
+def _folder(path: str, depth: int) -> Detection:
     names = listdir(path)
     base = os.path.basename(os.path.abspath(path))
     step, epoch, source = step_from_name(base)
@@ -125,20 +127,25 @@ def _folder(path: str) -> Detection:
     if torch_weights:  # a model saved by save_pretrained(safe_serialization=False)
         roles = {"weights": torch_weights}
         return Detection(path, path, "torch", step, source, roles=with_other(roles, names))
-    latest = _latest_child(path)
-    if latest is not None:
-        return latest
+    problems: tuple[Problem, ...] = ()
+    if depth < MAX_DEPTH:
+        latest = _latest_child(path, depth)
+        if latest is not None:
+            return latest
+    elif newest(path) is not None:
+        problems = (Problem(WARNING, None, f"run folders nested over {MAX_DEPTH} deep: the "
+                            f"checkpoints in {base} are not looked into"),)
     return Detection(path, path, "unknown", step, source, epoch,
-                     roles={OTHER: tuple(names)} if names else {})
+                     roles={OTHER: tuple(names)} if names else {}, problems=problems)
 
 
-def _latest_child(path: str) -> Detection | None:
+def _latest_child(path: str, depth: int) -> Detection | None:
     """A run folder holding checkpoint-N / step-N ... folders: open the newest."""
     found = newest(path)
     if found is None:
         return None
     entry, count = found
-    opened = detect(entry.path)
+    opened = detect(entry.path, depth + 1)
     note = Problem(INFO, None, f"{count} checkpoints here; showing {entry.name}, the latest"
                    if count > 1 else f"showing {entry.name}, the only checkpoint here")
     return replace(opened, problems=(note,) + opened.problems)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ckpt_browser.readers.regular import read_small, why_unreadable
+from ckpt_browser.readers.walk import list_folder
+
 KINDS = {"models": "model", "datasets": "dataset", "spaces": "space"}
 MAX_REF_BYTES = 200  # a ref file holds one 40-hex commit hash
-MAX_ENTRIES = 100_000  # refs or blobs looked at in one repo folder
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class CacheEntry:
     revision: str  # the snapshot folder: a commit hash
     refs: tuple[str, ...]  # the branches or tags that point at it ("main")
     repo_folder: str  # <cache>/models--org--name
+    unread_refs: tuple[str, ...] = ()  # "refs/main is a FIFO (named pipe), not a regular file"
 
     def shown(self) -> str:
         """`hf cache: org/name @ main (0123abcd)`, the way people name a revision."""
@@ -43,35 +46,41 @@ def cache_entry(path: str) -> CacheEntry | None:
             return None
         repo_folder = os.sep.join(parts[:i])
         revision = parts[i + 1]
-        return CacheEntry(name.replace("--", "/"), KINDS[prefix], revision,
-                          _refs_to(repo_folder, revision), repo_folder)
+        refs, unread = _refs_to(repo_folder, revision)
+        return CacheEntry(name.replace("--", "/"), KINDS[prefix], revision, refs, repo_folder,
+                          unread)
     return None
 
 
-def _refs_to(repo_folder: str, revision: str) -> tuple[str, ...]:
+def _refs_to(repo_folder: str, revision: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The refs naming `revision`, and why others could not be read (a FIFO or a device
+    where a ref should be: refused before any read, so nothing blocks)."""
     refs = os.path.join(repo_folder, "refs")
-    found = []
-    try:
-        names = sorted(os.listdir(refs))[:MAX_ENTRIES]
-    except OSError:
-        return ()
-    for name in names:
+    found, unread = [], []
+    for name in sorted(_names(refs)):
+        path = os.path.join(refs, name)
+        if os.path.isdir(path):
+            continue  # refs/pr/: pull-request refs, never a branch shown
         try:
-            with open(os.path.join(refs, name), "rb") as f:
-                if f.read(MAX_REF_BYTES).strip().decode("ascii", "replace") == revision:
-                    found.append(name)
-        except OSError:
-            continue
-    return tuple(found)
+            if read_small(path, MAX_REF_BYTES).strip().decode("ascii", "replace") == revision:
+                found.append(name)
+        except OSError as e:
+            unread.append(f"refs/{name} {why_unreadable(e)}")
+    return tuple(found), tuple(unread)
+
+
+def _names(folder: str) -> list[str]:
+    """The names in a folder of the cache, bounded ([] when it cannot be listed)."""
+    try:
+        return list(list_folder(folder).names)
+    except OSError:
+        return []
 
 
 def incomplete_blobs(entry: CacheEntry) -> list[str]:
     """Blobs of an interrupted (or running) download."""
-    try:
-        names = os.listdir(os.path.join(entry.repo_folder, "blobs"))
-    except OSError:
-        return []
-    return sorted(n for n in names[:MAX_ENTRIES] if n.endswith(".incomplete"))
+    names = _names(os.path.join(entry.repo_folder, "blobs"))
+    return sorted(n for n in names if n.endswith(".incomplete"))
 
 
 TRUE_WORDS = {"1", "ON", "YES", "TRUE"}  # what huggingface_hub takes as set
@@ -114,7 +123,11 @@ def offline_snapshot(url: str, environ=os.environ) -> str:
     if not os.path.isdir(repo):
         raise PathNotFound(url, f"{org}/{name} is not in the Hugging Face cache "
                            f"({hub_cache(environ)}); {offline_words}")
-    commit = _ref(repo, revision) or revision
+    try:
+        commit = _ref(repo, revision) or revision
+    except OSError as e:
+        raise PathNotFound(url, f"refs/{revision} of {org}/{name} in the Hugging Face cache "
+                           f"{why_unreadable(e)}; {offline_words}") from None
     snapshot = os.path.join(repo, "snapshots", commit)
     if not os.path.isdir(snapshot):
         raise PathNotFound(url, f"revision {revision!r} of {org}/{name} is not in the Hugging "
@@ -127,9 +140,10 @@ def offline_snapshot(url: str, environ=os.environ) -> str:
 
 
 def _ref(repo: str, revision: str) -> str | None:
+    """The commit a branch names; None when there is no such ref (a commit hash was given).
+    OSError when the ref is there but is no regular file of a few bytes."""
     ref = os.path.join(repo, "refs", *revision.split("/"))
     try:
-        with open(ref, "rb") as f:
-            return f.read(MAX_REF_BYTES).strip().decode("ascii", "replace") or None
-    except OSError:
+        return read_small(ref, MAX_REF_BYTES).strip().decode("ascii", "replace") or None
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None

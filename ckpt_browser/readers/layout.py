@@ -12,10 +12,13 @@ from dataclasses import replace
 
 from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
 from ckpt_browser.model import ERROR, INFO, WARNING, Layout, Problem, natural_key
+from ckpt_browser.readers.checkpoints import NESTING, run_problems, step_of
+from ckpt_browser.readers.detection.common import Detection
 from ckpt_browser.readers.detection.dcp import DCP_DATA
 from ckpt_browser.readers.files import NOT_A_CHECKPOINT, head_of, sniff_named
 from ckpt_browser.readers.hf_cache import CacheEntry, cache_entry, incomplete_blobs
 from ckpt_browser.readers.index import read_index
+from ckpt_browser.readers.walk import Listing, list_folder, loops_back
 
 INDEX_SUFFIX = ".safetensors.index.json"
 PREFERRED_INDEX = "model.safetensors.index.json"
@@ -24,6 +27,9 @@ PREFERRED_INDEX = "model.safetensors.index.json"
 def open_layout(path: str) -> Layout:
     """Resolve a path; raise CheckpointError when nothing there is readable."""
     layout = _open_layout(path)
+    walked = _run_problems(path, layout)
+    if walked:
+        layout = replace(layout, problems=tuple(dict.fromkeys(layout.problems + walked)))
     entry = cache_entry(layout.root)
     if entry is not None:  # links into blobs/ are how the cache works: name the repo instead
         return replace(layout, shown_as=entry.shown(),
@@ -35,7 +41,8 @@ def open_layout(path: str) -> Layout:
 def _cache_problems(entry: CacheEntry, layout: Layout) -> tuple[Problem, ...]:
     """An interrupted download leaves `.incomplete` blobs and no snapshot links for them; a
     link whose blob was deleted (a pruned cache) dangles."""
-    found = []
+    found = [Problem(WARNING, None, f"{why}: not read, so the branch it names is not shown")
+             for why in entry.unread_refs]
     partial = incomplete_blobs(entry)
     if partial:
         found.append(Problem(WARNING, None, f"an unfinished download of {entry.repo_id}: "
@@ -49,6 +56,27 @@ def _cache_problems(entry: CacheEntry, layout: Layout) -> tuple[Problem, ...]:
         found.append(Problem(ERROR, dangling[0], f"{len(dangling)} file(s) of the cached "
                              f"{entry.repo_id} link to blobs that are gone ({dangling[0]}{more}): "
                              f"the cache was pruned or the download broke"))
+    return tuple(found)
+
+
+def _run_problems(path: str, layout: Layout) -> tuple[Problem, ...]:
+    """Loops and links to nothing in the run folders around the checkpoint shown: the ones
+    gone through from `path` to it, and the one it sits in when it is named like a
+    checkpoint (the CLI opens a run folder's newest checkpoint by its own path)."""
+    shown = os.path.abspath(layout.path)
+    start, root = os.path.abspath(path), os.path.realpath(layout.root)
+    folders, folder = [], os.path.dirname(shown)
+    if step_of(os.path.basename(shown))[1] is not None:
+        folders.append(folder)
+        if os.path.basename(folder) in NESTING:
+            folders.append(os.path.dirname(folder))
+    while folder.startswith(start + os.sep) or folder == start:  # walked by detection
+        folders.append(folder)
+        folder = os.path.dirname(folder)
+    found: list[Problem] = []
+    for f in dict.fromkeys(folders):
+        if os.path.realpath(f) != root:  # the checkpoint's own folder says its own
+            found += run_problems(f)
     return tuple(found)
 
 
@@ -70,11 +98,14 @@ def _links_outside(layout: Layout) -> Problem | None:
                    f"folder ({outside[0]}{more}); they are read where they point")
 
 
-def _open_layout(path: str) -> Layout:
+def _open_layout(path: str, det: Detection | None = None) -> Layout:
     if not os.path.lexists(path):
         raise PathNotFound(path, "no such file or folder")
+    loop = loops_back(path)
+    if loop:
+        raise NotACheckpoint(path, loop)
     if os.path.isdir(path):
-        return _folder(path)
+        return _folder(path, det=det)
     root, name = os.path.split(path)
     if path.endswith(".index.json"):  # the folder around it, with this index
         return replace(_folder(root or ".", index=name), path=path)
@@ -88,7 +119,16 @@ def _open_layout(path: str) -> Layout:
 
     shard = name.endswith(".safetensors") or _kind(path) == "safetensors"
     return Layout(path, root, "safetensors" if shard else "files", (name,),
-                  shards=(name,) if shard else (), detection=detect(path))
+                  shards=(name,) if shard else (), detection=det or detect(path))
+
+    real, here = os.path.realpath(path), os.path.abspath(path)
+    parent = os.path.dirname(here)
+    while parent != here:
+        if os.path.realpath(parent) == real:
+            return (f"a loop: it leads back to {os.path.basename(parent) or parent}, a folder "
+                    "above it on this path (a symlink on the way points back up)")
+        here, parent = parent, os.path.dirname(parent)
+    return ""
 
 
 def _kind(path: str) -> str:
@@ -98,27 +138,32 @@ def _kind(path: str) -> str:
         return "unreadable"
 
 
-def _listdir(folder: str) -> list[str]:
+def _listdir(folder: str) -> Listing:
     try:
-        return sorted(os.listdir(folder), key=natural_key)
+        return list_folder(folder)
     except PermissionError:
         raise NotACheckpoint(folder, "cannot list the folder: permission denied") from None
     except OSError as e:
         raise NotACheckpoint(folder, f"cannot list the folder: {e.strerror or e}") from None
 
 
-def _folder(path: str, index: str | None = None) -> Layout:
+def _folder(path: str, index: str | None = None, det: Detection | None = None) -> Layout:
     from ckpt_browser.readers.frameworks import detect
 
-    names = _listdir(path)
+    listing = _listdir(path)
+    names = list(listing.names)
     if not names:
-        raise NotACheckpoint(path, "the folder is empty")
-    det = detect(path)
+        raise NotACheckpoint(path, "the folder is empty" if not listing.loops else
+                             f"the folder holds only links that loop back "
+                             f"({listing.loops[0].name} {listing.loops[0].words()})")
+    det = det or detect(path)
     if os.path.abspath(det.path) != os.path.abspath(path):
-        # a run folder: the newest checkpoint in it (detection's choice, named in a note)
-        inner = _open_layout(det.path)
+        # a run folder: the newest checkpoint in it (detection's choice, named in a note);
+        # its detection is reused, so the bound on nested run folders holds
+        inner = _open_layout(det.path, replace(det, problems=det.problems[1:]))
         return replace(inner, problems=det.problems[:1] + inner.problems)
-    return _with_files(_weights(path, names, index), det, names)
+    layout = _with_files(_weights(path, names, index), det, names)
+    return replace(layout, problems=listing.problems() + layout.problems)
 
 
 def _weights(path: str, names: list[str], index: str | None = None) -> Layout:
@@ -161,8 +206,9 @@ def _with_files(layout: Layout, det, names: list[str]) -> Layout:
             continue
         if n == ".metadata" and "" not in dcp:
             dcp.append("")
-        if os.path.isfile(os.path.join(root, n)) or os.path.islink(os.path.join(root, n)):
-            files.setdefault(n)
+        p = os.path.join(root, n)
+        if os.path.isfile(p) or (os.path.islink(p) and not os.path.isdir(p)):  # a link to
+            files.setdefault(n)  # nothing or a loop of links is listed, and read as damaged
     ordered = tuple(sorted(files, key=natural_key))
     return replace(layout, files=ordered, shards=layout.shards or layout.files, dcp=tuple(dcp),
                    detection=det)
@@ -176,7 +222,7 @@ def _shown(name: str) -> bool:
 
 def _from_index(path: str, root: str, index_name: str, names: list[str] | None = None) -> Layout:
     if names is None:
-        names = _listdir(root)
+        names = list(_listdir(root).names)
     try:
         index = read_index(os.path.join(root, index_name), index_name)
     except ShardError as e:

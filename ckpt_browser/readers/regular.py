@@ -15,6 +15,10 @@ class NotRegular(OSError):
     pass
 
 
+class TooLarge(OSError):
+    pass
+
+
 def open_regular(path: str, buffering: int = -1):
     """open(path, "rb"), refusing anything but a regular file without blocking on it."""
     if "\0" in path:  # os.open raises ValueError; no file can have this name
@@ -34,6 +38,25 @@ def open_regular(path: str, buffering: int = -1):
         raise
 
 
+def read_small(path: str, most: int) -> bytes:
+    """The whole of a small file (a marker, a ref, a JSON record) that must be regular and at
+    most `most` bytes: a FIFO is refused before any read, /dev/zero before it starts."""
+    with open_regular(path) as f:
+        data = f.read(most + 1)
+    if len(data) > most:
+        raise TooLarge(errno.EFBIG, f"is over {most:,} bytes", path)
+    return data
+
+
+def why_unreadable(e: OSError) -> str:
+    """What an OSError from open_regular says about a file, without its path: "is a FIFO
+    (named pipe), not a regular file", "does not exist" ..."""
+    if isinstance(e, FileNotFoundError):
+        return "does not exist"
+    words = e.strerror or str(e)
+    return words if words.startswith("is ") else f"cannot be read: {words}"
+
+
 def missing_reason(path: str) -> str:
     """Why a file cannot be found: gone, or a symlink that leads nowhere."""
     if os.path.islink(path):
@@ -41,6 +64,6 @@ def missing_reason(path: str) -> str:
             os.stat(path)
         except OSError as e:
             if e.errno == errno.ELOOP:
-                return "is a symlink loop"
+                return f"is a symlink loop (to {os.readlink(path)!r}, which never resolves)"
         return f"is a symlink to {os.readlink(path)!r}, which does not exist"
     return "file does not exist"

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ckpt_browser import limits
 from ckpt_browser.readers.files import sniff
+from ckpt_browser.readers.regular import open_regular, read_small
 from ckpt_browser.remote import register
 from ckpt_browser.remote.errors import RemoteError, remote_errors
 from ckpt_browser.remote.urls import public
@@ -219,7 +220,7 @@ class _Mirror:
         tail = self._read(name, start, size, size)[0]
         self._write(name, start, tail)
         path = os.path.join(self.local, name)
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             end = zipfile._EndRecData(f)
             if end is None:
                 return  # the reader will say: truncated zip
@@ -228,7 +229,7 @@ class _Mirror:
         if cd_start < cd_end:
             self._write(name, cd_start, self._read(name, cd_start, cd_end, size)[0])
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:
                 infos = zipfile.ZipFile(f).infolist()[:lim.remote_zip_entries]
         except (zipfile.BadZipFile, ValueError, OSError):
             return
@@ -322,8 +323,7 @@ def _pooled(work, items, threads: int):
 
 def _load_manifest(path: str) -> dict:
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = json.loads(read_small(path, limits.LIMITS.json_bytes).decode("utf-8"))
         return doc.get("files", {}) if isinstance(doc, dict) else {}
     except (OSError, ValueError):
         return {}

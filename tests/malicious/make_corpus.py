@@ -1197,22 +1197,44 @@ SPECIAL_WORDS = r"not a regular file|fifo|named pipe|device|special file"
 SPECIAL_EXITS = {"inspect": {2, 5}, "check": {2, 3, 4, 5}, "stats": {0, 2, 5}}
 
 
+# Folder loops (made at test time: a committed one would trap pytest's collection and any
+# other tree walker). Each kind: what it tries, and the links it plants (link -> target).
+LOOPS = {
+    "dir-loop": ("a run folder whose 'checkpoint' and 'checkpoints' (the nesting folders "
+                 "torchtitan and accelerate use) are both symlinks to '.': a search that "
+                 "follows them branches twice per level",
+                 {"checkpoint": ".", "checkpoints": "."}),
+    "self-link": ("a run folder (control-hf: checkpoint-1) whose checkpoint-9 is a symlink to "
+                  "'.', the run folder itself: followed, it is a newer checkpoint 40 folders "
+                  "deep", {"checkpoint-9": "."}),
+    "parent-link": ("a run folder (control-hf: checkpoint-1) whose checkpoint-7 is a symlink "
+                    "to '..', the folder above it: followed, it is a newer checkpoint of "
+                    "nothing", {"checkpoint-7": ".."}),
+    "link-chain": ("a run folder (control-hf: checkpoint-1) with checkpoint-5 -> b and "
+                   "b/checkpoint-6 -> ../checkpoint-5 (a folder chain back to itself), and "
+                   "checkpoint-2 -> checkpoint-3 -> checkpoint-2 (links that never resolve)",
+                   {"b/checkpoint-6": "../checkpoint-5", "checkpoint-5": "b",
+                    "checkpoint-2": "checkpoint-3", "checkpoint-3": "checkpoint-2"}),
+}
+LOOP_EXITS = {"inspect": {0}, "check": {3}, "stats": {0}}  # checkpoint-1 is read, inexact
+
+
 @dataclass(frozen=True)
 class TestTimeCase:
     name: str
     base: str  # the control folder copied, relative to corpus/ ("" for an empty folder)
-    target: str  # the file replaced, relative to the copy
-    kind: str  # "fifo", "/dev/zero", "/dev/urandom", "dir-loop"
+    target: str  # the file replaced (or the link named), relative to the path opened
+    kind: str  # "fifo", "/dev/zero", "/dev/urandom", "hf-refs-fifo", or one of LOOPS
     words: str = SPECIAL_WORDS
     exits: dict = field(default_factory=lambda: SPECIAL_EXITS, hash=False)
 
     @property
     def tries(self) -> str:
-        if self.kind == "dir-loop":
-            return ("a run folder whose 'checkpoint' and 'checkpoints' (the nesting folders "
-                    "torchtitan and accelerate use) are both symlinks to '.': a search that "
-                    "follows them branches twice per level (made at test time: a committed "
-                    "directory loop would trap pytest's own collection and other tree walkers)")
+        if self.kind in LOOPS:
+            return LOOPS[self.kind][0] + " (made at test time)"
+        if self.kind == "hf-refs-fifo":
+            return ("a Hugging Face cache repo (models--org--tiny, control-hf-cache inside) whose "
+                    "refs/main, read to name the branch of the snapshot opened, is a FIFO")
         what = "a FIFO (a read blocks until someone writes)" if self.kind == "fifo" else \
             f"a symlink to {self.kind} (reads never end)"
         return f"{self.target} in a copy of {self.base} is {what}"
@@ -1220,14 +1242,22 @@ class TestTimeCase:
     def build(self, dst: Path) -> Path:
         """Copy the base into dst and plant the special file; return the path to open."""
         root = dst / self.name
+        if self.kind == "hf-refs-fifo":  # the cache's own layout: <cache>/models--org--name/
+            repo = root / "models--org--tiny"
+            shutil.copytree(CORPUS / self.base, repo, symlinks=True)
+            (repo / "refs").mkdir()
+            os.mkfifo(repo / "refs" / "main")
+            return repo / "snapshots" / "0123abcd"
         if self.base:
             shutil.copytree(CORPUS / self.base, root, symlinks=True)
         else:
             root.mkdir(parents=True)
-        if self.kind == "dir-loop":
-            (root / "notes.txt").write_bytes(b"a run folder\n")
-            os.symlink(".", root / "checkpoint")
-            os.symlink(".", root / "checkpoints")
+        if self.kind in LOOPS:
+            if not self.base:
+                (root / "notes.txt").write_bytes(b"a run folder\n")
+            for link, to in LOOPS[self.kind][1].items():
+                (root / link).parent.mkdir(exist_ok=True)
+                os.symlink(to, root / link)
             return root
         p = root / self.target
         if p.exists() or p.is_symlink():
@@ -1251,8 +1281,16 @@ TEST_TIME_CASES = [
         ("dcp-metadata", "control-dcp/step-1", ".metadata"),
         ("dcp-rank", "control-dcp/step-1", "__0_0.distcp"),
     )
-] + [TestTimeCase("symlink-dir-loop", "", "checkpoint", "dir-loop", words=".",
-                  exits={"inspect": {0, 2, 5}, "check": {2, 3, 4, 5}, "stats": {2, 5}})]
+] + [TestTimeCase("symlink-dir-loop", "", "checkpoint", "dir-loop", words="loop",
+                  exits={"inspect": {0, 2, 5}, "check": {2, 3, 4, 5}, "stats": {2, 5}}),
+      TestTimeCase("symlink-checkpoint-to-run", "control-hf", "checkpoint-9", "self-link",
+                   words="loop", exits=LOOP_EXITS),
+      TestTimeCase("symlink-to-parent", "control-hf", "checkpoint-7", "parent-link",
+                   words="loop", exits=LOOP_EXITS),
+      TestTimeCase("symlink-chain", "control-hf", "checkpoint-5", "link-chain",
+                   words=r"checkpoint-5 holds only links back.*loop", exits=LOOP_EXITS),
+      TestTimeCase("hf-refs-fifo", "control-hf-cache", "../../refs/main", "hf-refs-fifo",
+                   exits={"inspect": {0}, "check": {0, 3, 4}, "stats": {0}})]
 
 
 # =============================================================================================
@@ -1297,7 +1335,7 @@ def readme_table() -> str:
             "(bounded; no particular words)" if c.words == "." else f"`/{c.words}/`"
         rows.append(f"| `{c.name}` | `{c.path}` | {c.tries} | {said.replace('|', '&#124;')} |")
     for c in TEST_TIME_CASES:
-        said = "(bounded; no particular words)" if c.words == "." else "not a regular file"
+        said = "not a regular file" if c.words == SPECIAL_WORDS else f"`/{c.words}/`"
         rows.append(f"| `{c.name}` | test time | {c.tries} | {said} |")
     return "\n".join(rows) + "\n"
 

@@ -185,7 +185,7 @@ def test_folder_that_cannot_be_listed(tmp_path, monkeypatch):
     def deny(path):
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(os, "listdir", deny)
+    monkeypatch.setattr(os, "scandir", deny)
     with pytest.raises(CheckpointError) as e:
         open_layout(str(tmp_path))
     assert "permission denied" in e.value.problem

@@ -12,6 +12,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from ckpt_browser.readers.walk import list_folder
+
 _SHARD = re.compile(r"^(?P<stem>.+)-(?P<i>\d+)-of-(?P<n>\d+)(?P<ext>\.safetensors|\.bin)$")
 
 
@@ -41,7 +43,7 @@ def shard_of(path: str) -> ShardOf | None:
 
 def _complete(folder: str, m: re.Match) -> bool:
     try:
-        names = set(os.listdir(folder))
+        names = set(list_folder(folder).names)
     except OSError:
         return False
     total = int(m["n"])

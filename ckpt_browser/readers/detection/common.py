@@ -7,9 +7,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ckpt_browser.model import ERROR, Problem, natural_key
+from ckpt_browser.model import ERROR, Problem
 from ckpt_browser.readers.checkpoints import newest_name
 from ckpt_browser.readers.regular import open_regular
+from ckpt_browser.readers.walk import list_folder
 
 MAX_MARKER = 4096  # `latest` and the Megatron tracker hold one short line
 OTHER = "other"  # role for files that hold no resume state (config, training_args.bin ...)
@@ -43,8 +44,9 @@ def rx(*patterns: str) -> re.Pattern:
 
 
 def listdir(folder: str) -> list[str]:
+    """The folder's names, bounded, without links that loop back (the layout reports those)."""
     try:
-        return sorted(os.listdir(folder), key=natural_key)
+        return list(list_folder(folder).names)
     except OSError:
         return []
 
@@ -94,8 +96,11 @@ def read_marker(folder: str, name: str) -> tuple[str, Problem | None]:
     return text, None
 
 
-def dangling(marker: str, tag: str, folders=(), noun: str = "tag") -> Problem:
-    """`marker` names a folder that is not here; `folders` are the ones that are."""
+def dangling(marker: str, tag: str, folders=(), noun: str = "tag", here: str = "") -> Problem:
+    """`marker` names a folder that is not here (in `here`, when given: or is no folder that
+    can be followed); `folders` are the ones that are."""
     newest = f"; the newest {noun} folder here is {newest_name(folders)}" \
         if folders else ""
-    return Problem(ERROR, marker, f"{marker} names {tag}, which does not exist{newest}")
+    what = "is not a folder that can be followed (a file, or a link that loops back)" \
+        if here and os.path.lexists(os.path.join(here, tag)) else "does not exist"
+    return Problem(ERROR, marker, f"{marker} names {tag}, which {what}{newest}")

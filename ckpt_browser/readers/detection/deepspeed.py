@@ -35,8 +35,8 @@ def deepspeed_root(path: str, names: list[str]) -> Detection:
         problems.append(problem)
     tags = [n for n in names
             if (n.startswith("global_step") or n == "checkpoint") and isdir(path, n)]
-    if tag and not isdir(path, tag):
-        problems.append(dangling(marker, tag, tags))
+    if tag and (tag not in names or not isdir(path, tag)):  # names: loops left out
+        problems.append(dangling(marker, tag, tags, here=path))
         step, _, _ = step_from_name(tag)
         return Detection(path, path, "deepspeed", step, f"{marker} names {tag}",
                          roles={OTHER: tuple(info)}, tag=tag, problems=tuple(problems))

@@ -24,7 +24,8 @@ def lightning_dir(path: str, names: list[str], step, epoch, source) -> Detection
                     "save did not finish"),)
         return Detection(path, path, "lightning", step, source, epoch, "sharded",
                          with_other(roles, names), ("",), problems=problems)
-    if any(m in names for m in DS_MARKERS) or isdir(path, "checkpoint"):
+    if any(m in names for m in DS_MARKERS) or ("checkpoint" in names
+                                               and isdir(path, "checkpoint")):
         ds = deepspeed_root(path, names)
         roles = dict(ds.roles)
         model = tuple(f for f in ds.files("weights") if DS_MODEL.match(os.path.basename(f)))

@@ -62,7 +62,8 @@ def megatron_root(path: str, names: list[str]) -> Detection:
     source = f"{MEGATRON_TRACKER} says {text}"
     if tag not in iters:
         return Detection(path, path, "megatron", step, source, roles={OTHER: (MEGATRON_TRACKER,)},
-                         tag=tag, problems=(dangling(MEGATRON_TRACKER, tag, iters, "iteration"),))
+                         tag=tag, problems=(dangling(MEGATRON_TRACKER, tag, iters, "iteration",
+                                                     here=path),))
     det = megatron_iter(os.path.join(path, tag), tag, listdir(os.path.join(path, tag)), step,
                         source, root=path)
     roles = dict(det.roles)

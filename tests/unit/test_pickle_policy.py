@@ -48,7 +48,7 @@ def test_data_is_read_silently(value, protocol):
 
 
 def test_a_class_rebuilt_the_plain_way_is_a_warning_naming_its_module():
-    got = read(dumps(NewObj(G("mypkg.nets", "TinyNet")), 2))
+    got = read(dumps(Build(NewObj(G("mypkg.nets", "TinyNet")), {"_modules": {}}), 2))
     assert got.unsafe == () and got.imports == ("mypkg.nets.TinyNet",)
     assert warnings_of(got) == [
         "loading this file the torch way imports mypkg.nets to rebuild mypkg.nets.TinyNet "
@@ -90,8 +90,8 @@ def test_a_bare_reference_is_a_warning():
     # a standard-library object that is not data, restored with state: its __setstate__ runs
     (Build(NewObj(G("logging", "Logger")), {"name": "x"}), "logging.Logger"),  # denied anyway
     (Build(NewObj(G("xml.sax.expatreader", "ExpatParser")), {"a": 1}),
-     "xml.sax.expatreader.ExpatParser (rebuilt with state: its __setstate__ would run; not a "
-     "class known to be inert)"),
+     "xml.sax.expatreader.ExpatParser (rebuilt with state: its __setstate__ would run, and it "
+     "is not a class known to be inert)"),
     # attributes set on a class itself: a monkey-patch of code that runs later
     (Build(G("collections", "OrderedDict"), (None, {"__repr__": 1})),
      "collections.OrderedDict (its class attributes set)"),

@@ -1,6 +1,6 @@
-"""A call is only safe if every callable it can reach is known to be inert (issue 23): allowed
-functions given something that can run code, classes rebuilt with state, and BUILDs that plant
-a callable for the next step. Real objects of the same kinds, pickled by the real `pickle`,
+"""A call is only safe if every callable it can reach is known to be inert (README "Safety"):
+allowed functions given something that can run code, classes rebuilt with state, and BUILDs that
+plant a callable for the next step. Real objects of the same kinds, pickled by the real `pickle`,
 stay silent."""
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def unsafe_of(node, protocol: int = 2) -> str:
     np.random.Generator(np.random.PCG64DXSM(1)), np.random.Generator(np.random.Philox(1)),
     np.zeros((2, 3), dtype=">f4"), np.float32(2.5), np.int64(7), np.dtype([("a", "<i4")]),
     datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.timezone.utc), datetime.date(2026, 1, 2),
-    datetime.time(3, 4), datetime.timedelta(days=2), datetime.timezone(datetime.timedelta(hours=2), "x"),
+    datetime.time(3, 4), datetime.timedelta(days=2),
+    datetime.timezone(datetime.timedelta(hours=2), "x"),
     decimal.Decimal("1.25"), fractions.Fraction(1, 3), uuid.UUID(int=5), random.Random(3),
     Path("runs/x"), collections.defaultdict(list, {1: [2]}), collections.deque([1], maxlen=3),
     b"\xff\x00", bytearray(b"ab"), {1, 2}, frozenset({3}), complex(1, 2), slice(1, 5), range(3),
@@ -139,7 +140,8 @@ def test_the_same_shapes_with_the_writers_values_are_silent():
     # a class off the inert list restored with state: its __setstate__ runs with the file's data
     (Build(NewObj(G("torch.utils.data.datapipes.datapipe", "_DataPipeSerializationWrapper")),
            (b"x", False)), "_DataPipeSerializationWrapper (rebuilt with state"),
-    (Build(NewObj(G("mypkg.nets", "TinyNet")), {"_modules": {}}), "TinyNet (rebuilt with state"),
+    (Build(NewObj(G("xml.dom.minidom", "Document")), {"a": 1}), "Document (rebuilt with state"),
+    (Build(NewObj(G("numpy.ma.core", "MaskedArray")), {"a": 1}), "MaskedArray (rebuilt with state"),
     # a state that plants __setstate__, or swaps the class, for the next BUILD to call
     (Build(Build(NewObj(G("argparse", "Namespace")), {"__setstate__": WRITER}), "x"),
      "argparse.Namespace (the file sets its __setstate__"),
@@ -170,8 +172,19 @@ def test_a_persistent_id_holding_code_is_unsafe():
     assert any("persistent id holding a mypkg.x.Evil object" in u for u in got.unsafe)
 
 
+def test_a_torch_module_keeps_its_children_and_your_classes_are_an_import():
+    # torch.save(model) of your own classes: torch.nn's children are data, your class's module
+    # is imported when loaded (a warning); its code is not ours to read
+    node = Build(NewObj(G("torch.nn.modules.container", "Sequential")),
+                 {"_modules": {"0": Build(NewObj(G("mypkg.nets", "Block")), {"w": 1})},
+                  "_forward_hooks": {}})
+    got = read(dumps(node, 2))
+    assert got.unsafe == ()
+    assert got.imports == ("torch.nn.modules.container.Sequential", "mypkg.nets.Block")
+
+
 def test_your_own_classes_are_trusted_through_the_environment():
-    node = dumps(Build(NewObj(G("mypkg.nets", "TinyNet")), {"_modules": {}}), 2)
+    node = dumps(Call(G("mypkg.nets", "TinyNet"), ({"_modules": {}},)), 2)
     script = ("import io, sys, json; from ckpt_browser.readers.pickle_safe import unpickle; "
               "g = unpickle(io.BytesIO(bytes.fromhex(sys.argv[1])), 'f'); "
               "print(json.dumps([list(g.unsafe), list(g.imports)]))")

@@ -302,3 +302,13 @@ def planted_slot(state) -> str | None:
             if type(key) is not str or key.startswith("__"):
                 return short(key)
     return None
+
+
+def callable_slots(state) -> list:
+    """The values of a torch module's or optimizer's state that it calls later: its hooks
+    (`_forward_hooks`, `_optimizer_step_pre_hooks` ...) and a scheduler's lambdas."""
+    attrs = state if type(state) is dict else {}
+    if type(state) is tuple and len(state) == 2:
+        attrs = {**(state[0] if type(state[0]) is dict else {}),
+                 **(state[1] if type(state[1]) is dict else {})}
+    return [v for k, v in attrs.items() if type(k) is str and ("hook" in k or "lambda" in k)]

@@ -215,6 +215,11 @@ def inert_build(qualname: str) -> bool:
         INERT_BUILD_PREFIXES)
 
 
+def is_known_code(qualname: str) -> bool:
+    """A class whose code we have read: the standard library's, torch's or numpy's."""
+    return is_stdlib(qualname) or qualname.split(".", 1)[0] in ("torch", "numpy")
+
+
 def user_allowed(qualname: str) -> bool:
     return qualname in ALLOWED_HERE
 

@@ -15,12 +15,23 @@ from typing import Any
 
 from ckpt_browser import limits
 from ckpt_browser.readers.pickle_safe.allowlist import EXACT_RECORDERS, TORCH_GLOBALS
-from ckpt_browser.readers.pickle_safe.calls import check_data_call, hazard, planted_slot
+from ckpt_browser.readers.pickle_safe.calls import (
+    callable_slots,
+    check_data_call,
+    hazard,
+    planted_slot,
+)
 from ckpt_browser.readers.pickle_safe.checks import BadCall, Reaches
 from ckpt_browser.readers.pickle_safe.containers import HASHED, Containers
 from ckpt_browser.readers.pickle_safe.limits import MAX_NOTES, Limit, elided, short
 from ckpt_browser.readers.pickle_safe.numbers import Numbers
-from ckpt_browser.readers.pickle_safe.policy import inert_build, is_data, is_unsafe, user_allowed
+from ckpt_browser.readers.pickle_safe.policy import (
+    inert_build,
+    is_data,
+    is_known_code,
+    is_unsafe,
+    user_allowed,
+)
 from ckpt_browser.readers.pickle_safe.torch_records import storage_ref
 from ckpt_browser.standins import Opaque, UnsafeCall
 
@@ -162,9 +173,11 @@ class SafeUnpickler(Numbers, Containers, _P):
     def check_build(self, inst: Opaque, state) -> None:
         """BUILD on a stand-in. Unsafe: setting attributes of a class or function itself (a
         monkey-patch), a state that plants __setstate__ or a dunder slot (the next BUILD calls
-        it), and restoring an object of a class off the inert list with state (its
-        __setstate__ runs with the file's data). A class on it may still hold callables it
-        runs later (hooks, lambdas): those must be data too. A plain rebuild only imports."""
+        it), and restoring with state an object of a class whose code we know (the standard
+        library, torch, numpy) that is off the inert list: its __setstate__ runs with the
+        file's data. A class on that list may still keep callables that it runs later (hooks,
+        lambdas): those must be data. A class of any other module is not ours to read: its
+        module is imported and its code runs, which the imports warning says."""
         qual = inst.qualname
         if self.is_global(inst) or id(inst) in self.references:
             self.unsafe[f"{qual} (its class attributes set)"] = None
@@ -174,13 +187,13 @@ class SafeUnpickler(Numbers, Containers, _P):
             self.unsafe[f"{qual} (the file sets its {slot}, which the next BUILD calls)"] = None
         if not state or self.imports.get(qual) != "object":
             return
-        if not inert_build(qual):
-            self.unsafe[f"{qual} (rebuilt with state: its __setstate__ would run; "
+        if inert_build(qual):
+            found = hazard(self, callable_slots(state))
+            if found:
+                self.unsafe[f"{qual} (its state holds {found}, which it would call)"] = None
+        elif is_known_code(qual):
+            self.unsafe[f"{qual} (rebuilt with state: its __setstate__ would run, and it is "
                         "not a class known to be inert)"] = None
-            return
-        found = hazard(self, state)
-        if found:
-            self.unsafe[f"{qual} (its state holds {found}, which it would call)"] = None
 
     def check_items(self, target: Opaque, how: str) -> None:
         """APPEND(S) or SETITEM(S) on an object rebuilt from a class off the inert list: pickle

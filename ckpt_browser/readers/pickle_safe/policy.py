@@ -9,9 +9,11 @@ Nothing is ever imported or called; this only decides how a global is reported. 
   then its attributes), or any other global only referenced. Loading the file the torch way
   imports its module and runs that code: a warning naming it.
 - **unsafe**: any other global that the pickle *calls* (REDUCE, INST, OBJ, NEWOBJ with
-  arguments), a standard-library class it rebuilds with state (its `__setstate__` runs), the
-  result of a call that the pickle calls again, and every name on the deny list below even as a
-  bare reference. An error: whoever loads the file the usual way runs it.
+  arguments), an allowed function given something that can run code (calls.py), a class of
+  the standard library, torch or numpy off the inert list rebuilt with state (its
+  `__setstate__` runs), the result of a call that the pickle calls again, and every name on the
+  deny list below even as a bare reference. An error: whoever loads the file the usual way
+  runs it.
 
 The deny list is kept for its words ("runs a shell command") and for bare references.
 """
@@ -59,6 +61,7 @@ UNSAFE_NAMES = frozenset({
 
 _WHAT = (  # (prefix, what it does): the extra words for a known name; first match wins
     (("importlib.machinery.SourceFileLoader.set_data", "importlib._bootstrap_external.",
+      "torch.serialization._open", "torch.export.pt2_archive",
       "torch.from_file", "distutils.file_util", "numpy.savetxt", "numpy.lib.npyio.DataSource"),
      "opens or writes files"),
     (("pydoc.pipepager", "pydoc.tempfilepager", "pydoc.pager", "multiprocessing.util.spawnv",

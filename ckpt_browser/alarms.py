@@ -57,3 +57,12 @@ def message(problem) -> str:
 def word(problem) -> str:
     """The problem's word in a list: UNSAFE, else its severity (ERROR, WARNING, INFO)."""
     return "UNSAFE" if is_unsafe(problem) else problem.severity.upper()
+
+
+def by_file(problems) -> dict[str, str]:
+    """file -> "UNSAFE", "DAMAGED" or "UNSAFE, DAMAGED", for each file an error names."""
+    found: dict[str, list] = {}
+    for p in errors(problems):
+        if p.file:
+            found.setdefault(p.file, []).append(p)
+    return {name: ", ".join(words(ps)) for name, ps in found.items()}

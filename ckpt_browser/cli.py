@@ -11,7 +11,7 @@ import json
 import math
 import sys
 
-from ckpt_browser import __version__, limits
+from ckpt_browser import __version__, alarms, limits
 from ckpt_browser.diagnostics import (
     VERDICT_CODE,
     ExitCode,
@@ -295,6 +295,7 @@ def cmd_stats(args) -> int:
 
     path, _ = pick(local_path(args.path, args), args.checkpoint)
     side = open_side(path)
+    alarm = alarms.by_file(side.problems)  # UNSAFE beside the tensors of an unsafe file
     locs = select(side.locs, args.names, side.path)
     total = _stats_budget(path, locs, args.max_bytes)
     docs, bad, before = [], 0, 0
@@ -310,9 +311,11 @@ def cmd_stats(args) -> int:
                 s = tensor_stats(loc, progress=step)
             except ValuesError as e:
                 bad += 1
-                shown = (error_doc if args.json else error_text)(loc, str(e))
+                shown = error_doc(loc, str(e)) if args.json else \
+                    error_text(loc, str(e), alarm.get(loc.file, ""))
             else:
-                shown = (stats_doc if args.json else stats_text)(s, loc)
+                shown = stats_doc(s, loc) if args.json else \
+                    stats_text(s, loc, alarm.get(loc.file, ""))
             if args.json:
                 docs.append(shown)
             else:

@@ -45,8 +45,14 @@ def _g(x) -> str:
     return "n/a" if x is None else f"{x:.6g}"
 
 
-def stats_text(s, loc) -> str:
-    lines = [printable(f"{s.name}  {s.dtype} {list(s.shape)}  ({loc.file})")]
+def _head(name: str, dtype, shape, file: str, said: str) -> str:
+    """"name  F32 [4]  (file)", with what is wrong with the file: "(optimizer.pt: UNSAFE)"."""
+    return printable(f"{name}  {dtype} {list(shape)}  ({file}{': ' + said if said else ''})")
+
+
+def stats_text(s, loc, said: str = "") -> str:
+    """`said`: the words for the tensor's file ("UNSAFE", "DAMAGED"), if anything is wrong."""
+    lines = [_head(s.name, s.dtype, s.shape, loc.file, said)]
     lines.append(f"  min {_g(s.min)}  max {_g(s.max)}  mean {_g(s.mean)}  std {_g(s.std)}  "
                  f"abs-max {_g(s.abs_max)}")
     zf = s.zero_fraction
@@ -63,6 +69,6 @@ def stats_text(s, loc) -> str:
     return "\n".join(lines)
 
 
-def error_text(loc, message: str) -> str:
-    return (printable(f"{loc.name}  {loc.dtype} {list(loc.shape)}  ({loc.file})") + "\n"
+def error_text(loc, message: str, said: str = "") -> str:
+    return (_head(loc.name, loc.dtype, loc.shape, loc.file, said) + "\n"
             + printable(f"  values unreadable: {message}"))

@@ -126,3 +126,12 @@ def test_an_unsafe_dcp_item_is_found_on_the_component_it_makes_unsafe(run):
            "os.system" in out
     code, _, err = run("inspect", CORPUS / "dcp-item-payload/step-1")
     assert code == 5 and ": UNSAFE, 1 error(s); first: __0_0.distcp: unsafe: item " in err
+
+
+def test_stats_names_the_file_of_each_tensor_unsafe_or_damaged(run):
+    code, out, err = run("stats", UNSAFE_ONLY, "w", "state.0.exp_avg")
+    assert code == 0 and err == ""
+    assert "w  F32 [4]  (model.safetensors)\n" in out
+    assert "state.0.exp_avg  F32 [4]  (optimizer.pt: UNSAFE)\n" in out
+    code, out, _ = run("stats", BOTH, "state.0.exp_avg")
+    assert "state.0.exp_avg  F32 [4]  (optimizer.pt: UNSAFE, DAMAGED)\n" in out

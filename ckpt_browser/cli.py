@@ -135,8 +135,9 @@ def _stats_args(p: argparse.ArgumentParser) -> None:
                    "which one (default the newest)")
     p.add_argument("--max-bytes", metavar="N", type=_byte_count, default=None,
                    help="read at most N bytes of tensor values in all (a number, or with K, M, "
-                   "G or T: 700G); more refuses before reading anything (default "
-                   f"{limits.LIMITS.stats_bytes // 2**30:,}G, or CKPT_BROWSER_MAX_STATS_BYTES)")
+                   "G or T: 700G); more reads none of them and lists them as not read "
+                   f"(default {limits.LIMITS.values_bytes // 2**30:,}G, or "
+                   f"{limits.env('values_bytes')})")
     _remote_options(p)
 
 
@@ -287,7 +288,15 @@ def cmd_quiz(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    from ckpt_browser.report.stats import error_doc, error_text, stats_doc, stats_text
+    from ckpt_browser.report.stats import (
+        error_doc,
+        error_text,
+        not_read_doc,
+        not_read_text,
+        stats_doc,
+        stats_text,
+    )
+    from ckpt_browser.values.budget import plan
     from ckpt_browser.values.diff import open_side
     from ckpt_browser.values.locate import select
     from ckpt_browser.values.read import ValuesError
@@ -296,8 +305,10 @@ def cmd_stats(args) -> int:
     path, _ = pick(local_path(args.path, args), args.checkpoint)
     side = open_side(path)
     alarm = alarms.by_file(side.problems)  # UNSAFE beside the tensors of an unsafe file
-    locs = select(side.locs, args.names, side.path)
-    total = _stats_budget(path, locs, args.max_bytes)
+    todo = plan([(loc,) for loc in select(side.locs, args.names, side.path)], args.max_bytes,
+                flag="--max-bytes")
+    locs = [loc for loc, in todo.admitted]
+    total = _say_reading(locs)
     docs, bad, before = [], 0, 0
     with Progress() as progress:
         for i, loc in enumerate(locs):
@@ -321,32 +332,31 @@ def cmd_stats(args) -> int:
             else:
                 progress.write(shown)
     if args.json:
-        sys.stdout.write(json.dumps({"path": path, "tensors": docs}) + "\n")
-    if bad:
-        error(f"{path}: the values of {bad} tensor(s) could not be read")
-        return ExitCode.DAMAGED
-    return ExitCode.OK
+        doc = {"path": path, "tensors": docs}
+        if todo.unread:
+            doc["not_read"] = not_read_doc(todo)
+        sys.stdout.write(json.dumps(doc) + "\n")
+    elif todo.unread:
+        print(not_read_text(todo))
+    said = [f"the values of {bad} tensor(s) could not be read"] if bad else []
+    if todo.unread:
+        said.append(todo.message())
+    if said:
+        error(f"{path}: {'; '.join(said)}")
+    return ExitCode.DAMAGED if bad else ExitCode.USAGE if todo.unread else ExitCode.OK
 
 
 SAY_READING = 2**30  # stats says how much it reads from 1 GiB up, even off a terminal
 
 
-def _stats_budget(path: str, locs, max_bytes: int | None) -> int:
+def _say_reading(locs) -> int:
     """What `stats` will read, said on stderr first (for several tensors, on a terminal or
-    from SAY_READING up: a script's stderr stays quiet for small reads); refused (exit 2,
-    before any byte is read) above --max-bytes or the stats_bytes limit."""
+    from SAY_READING up: a script's stderr stays quiet for small reads)."""
     from ckpt_browser.report.words import plural, size
 
     total = sum(loc.nbytes for loc in locs)
-    cap = max_bytes if max_bytes is not None else limits.LIMITS.stats_bytes
-    what = f"{size(total)} in {plural(len(locs), 'tensor')}"
-    if total > cap:
-        need = -(-total // 2**30)
-        raise UsageError(path, f"stats would read {what}, more than the {size(cap)} cap: name "
-                         f"the tensors to read, or pass --max-bytes {need}G (or set "
-                         "CKPT_BROWSER_MAX_STATS_BYTES)")
     if len(locs) > 1 and (sys.stderr.isatty() or total >= SAY_READING):
-        note(f"reading {what}")
+        note(f"reading {size(total)} in {plural(len(locs), 'tensor')}")
     return total
 
 
@@ -368,7 +378,7 @@ def cmd_diff(args) -> int:
     else:
         sys.stdout.write(diff_text(result) + "\n")
     if result.errors:
-        error(f"the values of {result.errors} tensor(s) could not be read; see the report")
+        error(result.trouble())
         return ExitCode.TROUBLE
     return ExitCode.DIFFERS if result.differs else ExitCode.OK
 

@@ -90,14 +90,15 @@ RETURNS: dict[str, Returns] = {
                      (ExitCode.USAGE, "usage error or an unreadable question bank or --from "
                       "PATH"), _BUG)),
     "stats": Returns(((ExitCode.OK, "fine"),
-                      (ExitCode.USAGE, "usage error, nothing readable at PATH, or no tensor "
-                       "matches"),
+                      (ExitCode.USAGE, "usage error, nothing readable at PATH, no tensor "
+                       "matches, or values left unread by the values budget (listed)"),
                       (ExitCode.DAMAGED, "some tensor's values could not be read (damaged)"),
                       _BUG)),
     "diff": Returns(((ExitCode.OK, "no differences in what was compared"),
                      (ExitCode.DIFFERS, "differences"),
                      (ExitCode.TROUBLE, "trouble (a path not readable, values that could not "
-                      "be read, or a bug)")), like="diff(1)"),
+                      "be read or that the values budget left unread, or a bug)")),
+                    like="diff(1)"),
     "browse": Returns(((ExitCode.OK, "after quitting"),
                        (ExitCode.USAGE, "usage error or nothing readable at PATH (said before "
                         "the screen is taken)"), _BUG)),

@@ -96,10 +96,20 @@ class Limits:
     dcp_wrapper_bytes: int = _cap(
         1 * MiB, "`stats`/`diff --values`: the archive around a DCP chunk, beyond its data",
         unit="bytes")
-    stats_bytes: int = _cap(
-        64 * 1024 * MiB, "`stats`: tensor bytes one run reads, all tensors together",
-        env="CKPT_BROWSER_MAX_STATS_BYTES", unit="bytes",
-        note="`--max-bytes` raises it for one run; `stats` says what it would read")
+    values_bytes: int = _cap(
+        64 * 1024 * MiB, "`stats`, `diff --values`, the `v` key: tensor bytes one run reads, "
+        "all tensors together", env="CKPT_BROWSER_MAX_VALUES_BYTES", unit="bytes",
+        note="over it none is read, and each is listed as not read; `stats --max-bytes` "
+        "raises it for one run")
+    values_tensors: int = _cap(
+        50_000, "`stats`, `diff --values`, the `v` key: tensors one run reads",
+        env="CKPT_BROWSER_MAX_VALUES_TENSORS",
+        note="over it none is read; each costs ~0.1 ms, even an empty one")
+    file_extra_bytes: int = _cap(
+        64 * MiB, "`stats`, `diff --values`, the `v` key: values read from one file beyond "
+        "twice the bytes it holds on disk", unit="bytes",
+        why="tensors sharing storage, views repeating elements and sparse files cannot turn a "
+        "small file into a long read")
     remote_files: int = _cap(
         20_000, "remote: files listed under one URL", why="point at one checkpoint")
     remote_depth: int = _cap(

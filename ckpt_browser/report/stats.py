@@ -72,3 +72,25 @@ def stats_text(s, loc, said: str = "") -> str:
 def error_text(loc, message: str, said: str = "") -> str:
     return (_head(loc.name, loc.dtype, loc.shape, loc.file, said) + "\n"
             + printable(f"  values unreadable: {message}"))
+
+
+NAMES_SHOWN = 20  # unread tensors named in the text report; --json names them all
+
+
+def not_read_doc(plan) -> dict | None:
+    """`stats --json`'s "not_read": why, and every tensor left unread; None when none was."""
+    if not plan.unread:
+        return None
+    return {"message": plan.message(),
+            "tensors": [loc.name for item in plan.unread for loc in item[:1]]}
+
+
+def not_read_text(plan) -> str:
+    """The tensors left unread, as the last lines of the text report."""
+    lines = []
+    for items, line in plan.groups():
+        names = [loc.name for item in items[:NAMES_SHOWN] for loc in item[:1]]
+        more = f" and {len(items) - NAMES_SHOWN:,} more (--json lists them all)" \
+            if len(items) > NAMES_SHOWN else ""
+        lines.append(printable(f"{line}: {', '.join(names)}{more}"))
+    return "\n".join(lines)

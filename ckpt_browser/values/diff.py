@@ -18,6 +18,7 @@ from ckpt_browser.model import Checkpoint, Problem, TrainingState, natural_key
 from ckpt_browser.values.locate import TensorLoc
 
 if TYPE_CHECKING:
+    from ckpt_browser.values.budget import Plan
     from ckpt_browser.values.state_diff import StateDiff
 
 STATUSES = ("only_in_a", "only_in_b", "shape_changed", "dtype_changed", "values_changed",
@@ -68,10 +69,20 @@ class DiffResult:
     state_rows: list[Row]  # every other tensor
     state: StateDiff | None  # None: --weights-only, a side without training state, or it failed
     notes: list[str] = field(default_factory=list)
+    budget: Plan | None = None  # with --values: the rows it left unread (in errors too)
 
     @property
     def errors(self) -> int:
         return sum(r.error is not None for r in self.rows + self.state_rows)
+
+    def trouble(self) -> str:
+        """The one line saying which values were not compared: the budget's lines (also in
+        notes), or how many could not be read."""
+        said = [line for _, line in self.budget.groups()] if self.budget else []
+        bad = self.errors - (len(self.budget.unread) if self.budget else 0)
+        if bad:
+            said.insert(0, f"the values of {bad} tensor(s) could not be read; see the report")
+        return "; ".join(said)
 
     @property
     def differs(self) -> bool:
@@ -151,14 +162,23 @@ def _status(a: TensorLoc | None, b: TensorLoc | None) -> str:
 
 
 def compare_values(rows: list[Row], opts: Options, cancel: threading.Event | None = None,
-                   progress: Callable[[int, int, str], None] | None = None) -> None:
-    """Fill row.values (and the status) for every comparable row, in file order.
-    progress(bytes done, bytes total, name). Raises Cancelled."""
+                   progress: Callable[[int, int, str], None] | None = None) -> Plan:
+    """Fill row.values (and the status) for every comparable row, in file order, within the
+    values budget: a row left out gets its reason as row.error, and the plan returned says
+    which and why. progress(bytes done, bytes total, name). Raises Cancelled."""
+    from ckpt_browser.values.budget import plan
     from ckpt_browser.values.compare import compare
     from ckpt_browser.values.read import ValuesError
 
     todo = [r for r in rows if r.comparable and r.values is None and r.error is None]
     todo.sort(key=lambda r: (r.a.pieces[0].path, r.a.pieces[0].offset) if r.a.pieces else ("", 0))
+    pairs = [(r.a, r.b) for r in todo]
+    row_of = {id(pair): r for pair, r in zip(pairs, todo)}
+    budget = plan(pairs)
+    for items, why in budget.reasons():
+        for pair in items:
+            row_of[id(pair)].error = f"not read: {why}"
+    todo = [row_of[id(pair)] for pair in budget.admitted]
     total = sum(r.a.nbytes + r.b.nbytes for r in todo)
     done = 0
     for row in todo:
@@ -178,13 +198,16 @@ def compare_values(rows: list[Row], opts: Options, cancel: threading.Event | Non
         done += size
         if progress:
             progress(done, total, row.name)
+    return budget
 
 
 def diff(a: Side, b: Side, opts: Options, cancel: threading.Event | None = None,
          progress: Callable[[int, int, str], None] | None = None) -> DiffResult:
     rows, state_rows, notes = structure(a, b, opts)
+    budget = None
     if opts.values:
-        compare_values(rows + state_rows, opts, cancel, progress)
+        budget = compare_values(rows + state_rows, opts, cancel, progress)
+        notes += [line for _, line in budget.groups()]
     unmoved = ([r.name for r in rows if r.values is not None and r.values.bitwise_equal]
                if opts.values else None)
     state = None
@@ -192,7 +215,7 @@ def diff(a: Side, b: Side, opts: Options, cancel: threading.Event | None = None,
         from ckpt_browser.values.state_diff import state_diff
 
         state = state_diff(a.training, b.training, a.locs, b.locs, unmoved)
-    return DiffResult(a, b, opts, rows, state_rows, state, notes)
+    return DiffResult(a, b, opts, rows, state_rows, state, notes, budget)
 
 
 def summary(rows: list[Row], values: bool) -> dict:

@@ -119,17 +119,22 @@ def test_a_file_merely_named_like_a_shard_of_one_is_a_checkpoint():
     assert shard_of(str(SAMPLES / "malicious" / "model.safetensors")) is None
 
 
-def test_stats_refuses_more_than_the_cap_before_reading(capsys, moe_checkpoint, monkeypatch):
+def test_stats_refuses_more_than_the_budget_before_reading(capsys, moe_checkpoint):
     code, out, err = run(capsys, "stats", moe_checkpoint)
-    assert (code, out) == (2, "")
-    assert err.count("\n") == 1
-    assert "stats would read 641.3 GiB in 91,991 tensors, more than the 64.0 GiB cap" in err
-    assert "--max-bytes 642G" in err
+    assert code == 2 and err.count("\n") == 1
+    said = ("values of 91,991 tensors (641.3 GiB) not read: over the values budget of 50,000 "
+            "tensors (CKPT_BROWSER_MAX_VALUES_TENSORS raises it) and of 64.0 GiB (--max-bytes "
+            "642G or CKPT_BROWSER_MAX_VALUES_BYTES raises it)")
+    assert said in err
+    assert out.startswith(said + ": model.") and "91,971 more (--json lists them all)" in out
+    assert "min " not in out  # nothing was read
 
 
-def test_stats_max_bytes_sets_the_cap(capsys):
+def test_stats_max_bytes_sets_the_budget(capsys):
     code, out, err = run(capsys, "stats", RELEASE, "--max-bytes", "10K")
-    assert (code, out) == (2, "") and "104.6 KiB in 21 tensors" in err
+    assert code == 2 and "min " not in out
+    assert "values of 21 tensors (104.6 KiB) not read: over the values budget of 10.0 KiB " \
+           "(--max-bytes 105K or CKPT_BROWSER_MAX_VALUES_BYTES raises it)" in err
     code, out, err = run(capsys, "stats", RELEASE, "--max-bytes", "1M")
     assert code == 0 and out.count("min ") == 21 and err == ""
     code, _, err = run(capsys, "stats", RELEASE, "--max-bytes", "lots")

@@ -19,7 +19,13 @@ from ckpt_browser.report.words import count
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref
 from ckpt_browser.tui.browse.values_render import render_stats
-from ckpt_browser.tui.browse.values_session import StatsJob, ValuesSession, not_a_tensor, tensor_key
+from ckpt_browser.tui.browse.values_session import (
+    StatsJob,
+    ValuesSession,
+    not_a_tensor,
+    tensor_key,
+    within_budget,
+)
 from ckpt_browser.tui.common.workers import ForLoad, ForwardsWorkerErrors, current_load
 
 PROGRESS_EVERY = 0.1  # seconds between progress messages: at most ~10 a second
@@ -137,8 +143,12 @@ class ValuesPanel(ForwardsWorkerErrors, Vertical):
 
         try:
             loc = session.locate(job.key)
-            stats = tensor_stats(loc, job.cancel, progress)
             scale = session.scale_of(job.key, loc)
+            refused = within_budget(loc, scale)
+            if refused:
+                self.post_message(self.Failed(job, refused))
+                return
+            stats = tensor_stats(loc, job.cancel, progress)
             if scale is not None:  # FP8 with block scales: the values it stands for too
                 from ckpt_browser.values.dequant import dequantized_stats
 

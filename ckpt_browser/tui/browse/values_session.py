@@ -56,6 +56,14 @@ def not_a_tensor(ref: Ref | None) -> str:
     return "Highlight a tensor (a weight, or a tensor in the training state) to see its values."
 
 
+def within_budget(loc, scale=None) -> str | None:
+    """Why `v` does not read this tensor, as `stats` would say it (values.budget), or None.
+    With FP8 block scales their tensor is read too (and the weight a second time)."""
+    from ckpt_browser.values.budget import plan
+
+    return plan([(loc,)] if scale is None else [(loc,), (scale,)]).message()
+
+
 @dataclass(eq=False)
 class StatsJob:
     """One running computation; `cancel` stops its worker between blocks."""

@@ -146,7 +146,10 @@ def checkpoints_in(folder: str, prefix: str = "") -> Found:
     except OSError:
         return Found([])
     shown = f"{os.path.basename(os.path.abspath(folder))}/"
-    problems = list(listing.problems(shown))
+    # the loops a search for checkpoints would go into (other links are no timeline's concern)
+    followed = replace(listing, loops=tuple(lp for lp in listing.loops
+                                            if lp.name in NESTING or step_of(lp.name)[1]))
+    problems = list(followed.problems(shown))
     found: list[TimelineEntry] = []
     for name in listing.names:
         path = os.path.join(folder, name)

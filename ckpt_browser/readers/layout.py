@@ -63,21 +63,18 @@ def _run_problems(path: str, layout: Layout) -> tuple[Problem, ...]:
     """Loops and links to nothing in the run folders around the checkpoint shown: the ones
     gone through from `path` to it, and the one it sits in when it is named like a
     checkpoint (the CLI opens a run folder's newest checkpoint by its own path)."""
-    shown = os.path.abspath(layout.path)
-    start, root = os.path.abspath(path), os.path.realpath(layout.root)
+    shown, start = os.path.abspath(layout.path), os.path.abspath(path)
     folders, folder = [], os.path.dirname(shown)
     if step_of(os.path.basename(shown))[1] is not None:
         folders.append(folder)
         if os.path.basename(folder) in NESTING:
             folders.append(os.path.dirname(folder))
-    while folder.startswith(start + os.sep) or folder == start:  # walked by detection
-        folders.append(folder)
+    while folder == start or folder.startswith(start.rstrip(os.sep) + os.sep):  # walked by
+        folders.append(folder)  # detection on its way to the newest checkpoint
+        if os.path.dirname(folder) == folder:
+            break
         folder = os.path.dirname(folder)
-    found: list[Problem] = []
-    for f in dict.fromkeys(folders):
-        if os.path.realpath(f) != root:  # the checkpoint's own folder says its own
-            found += run_problems(f)
-    return tuple(found)
+    return tuple(p for f in dict.fromkeys(folders) for p in run_problems(f))
 
 
 def _links_outside(layout: Layout) -> Problem | None:

@@ -260,6 +260,24 @@ def test_a_loop_in_a_run_folder_is_a_warning_never_a_checkpoint(tmp_path, case):
     assert not any(p.severity == "error" for p in layout.problems), layout.problems
 
 
+def test_a_loop_beside_a_lightning_file_is_a_warning_never_a_checkpoint(tmp_path):
+    """A run of .ckpt files: the newest is a file, opened by its path; the loop beside it is
+    still said (epoch=9-step=90.ckpt -> . was a Lightning folder newer than any file)."""
+    from ckpt_browser.opening import pick
+    from ckpt_browser.readers import open_layout
+
+    run = tmp_path / "lightning"
+    shutil.copytree(REPO / "sample_checkpoints" / "lightning", run)
+    os.symlink(".", run / "epoch=9-step=90.ckpt")
+    with no_hang():
+        path, timeline = pick(str(run), None)
+        layout = open_layout(path)
+    assert "epoch=9-step=90.ckpt" not in [e.name for e in timeline]
+    assert path == str(run / "epoch=0-step=4.ckpt")
+    assert any("epoch=9-step=90.ckpt is a symlink to '.'" in p.message and "a loop" in p.message
+               and p.severity == WARNING for p in layout.problems), layout.problems
+
+
 def test_a_loop_inside_a_checkpoint_folder_is_a_warning_not_a_damaged_file(tmp_path):
     """checkpoint-1/up -> .. was listed as a file and read: 'up: is a folder', an error."""
     from ckpt_browser.analysis.open import open_checkpoint

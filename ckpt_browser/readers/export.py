@@ -1,19 +1,28 @@
-"""`torch.export.save` archives (`.pt2`): listed from their JSON configs, never loaded.
+"""`torch.export.save` archives (`.pt2`): listed from their JSON configs, every pickle in them
+read like any other, never loaded.
 
-A PT2 archive is a zip whose root holds `archive_format` ("pt2"), the graph in
-`models/*.json`, and each weight or constant as a raw member under `data/weights/` or
-`data/constants/`, described by `*_config.json` (name -> member, dtype code, sizes). The
-configs are read within the JSON cap; the members only have their local header read, to find
-where their bytes are. Entries saved with `use_pickle` are tensor subclasses, pickled: they
-are listed by name, not unpickled.
+A PT2 archive is a zip whose root holds `archive_format` ("pt2"), each model's graph in
+`models/<model>.json`, and each weight or constant under `data/weights/` or `data/constants/`,
+described by `<model>_weights_config.json` and `<model>_constants_config.json` (name -> member,
+dtype code, sizes). A plain tensor is a raw member: only its local header is read, to find
+where its bytes are. What torch.export.load unpickles (torch/export/pt2_archive/_package.py)
+goes through the restricted unpickler like any pickle: an entry saved with `use_pickle` (a
+tensor subclass) is a torch.save archive it reads with torch.load(weights_only=False), an
+`opaque_obj_*` constant a pickle it reads with pickle.loads, a `custom_obj_*` constant a
+TorchScript pickle of a custom C++ class, and `data/sample_inputs/<model>.pt` a torch.save
+archive it reads with torch.load, again with weights_only=False when that fails.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from ckpt_browser.model import INFO, WARNING, Problem
+from ckpt_browser import limits
+from ckpt_browser.model import ERROR, INFO, WARNING, Problem
 from ckpt_browser.standins import PickleFile, TensorRef
 
 MAX_CONFIG = 64 * 2**20
@@ -23,8 +32,11 @@ SCALAR_TYPES = {1: "U8", 2: "I8", 3: "I16", 4: "I32", 5: "I64", 6: "F16", 7: "F3
                 9: "C32", 10: "C64", 11: "C128", 12: "BOOL", 13: "BF16", 28: "U16",
                 29: "F8_E4M3", 30: "F8_E5M2", 31: "F8_E4M3FNUZ", 32: "F8_E5M2FNUZ",
                 33: "F8_E8M0", 34: "U32", 35: "U64"}
-CONFIGS = (("data/weights/", "model_weights_config.json"),
-           ("data/constants/", "model_constants_config.json"))
+FOLDERS = (("data/weights/", "_weights_config.json"), ("data/constants/", "_constants_config.json"))
+# how torch.export.load reads a pickled member, by its name: (torchfile's way, what it is)
+PICKLED = (("opaque_obj_", "pickle", "an opaque object constant, read with pickle.loads"),
+           ("custom_obj_", "torchbind", "a custom-class constant, read by torch's C++ unpickler"),
+           ("", "torch", "a pickled tensor, read with torch.load(weights_only=False)"))
 
 
 def is_export(zf: zipfile.ZipFile) -> str | None:
@@ -36,40 +48,95 @@ def is_export(zf: zipfile.ZipFile) -> str | None:
     return None
 
 
-def read_export(zf: zipfile.ZipFile, root: str, name: str, size: int, locate) -> PickleFile:
-    """The weights and constants of a PT2 archive as tensor records; `locate(info)` gives a
-    member's (data start, length) in the file."""
+@dataclass
+class _Archive:
+    """What is read of one PT2 archive. `locate(info)`: a member's (data start, length)."""
+
+    f: Any
+    zf: zipfile.ZipFile
+    root: str
+    name: str
+    locate: Any
+    obj: dict = field(default_factory=dict)
+    storages: dict = field(default_factory=dict)
+    problems: list = field(default_factory=list)
+    unsafe: dict = field(default_factory=dict)
+    pickles: int = 0  # pickled members read
+
+    def member(self, rel: str) -> zipfile.ZipInfo | None:
+        return self.zf.NameToInfo.get(f"{self.root}/{rel}")
+
+
+def read_export(f, zf: zipfile.ZipFile, root: str, name: str, size: int, locate) -> PickleFile:
+    """The weights and constants of a PT2 archive as tensor records, and what its pickles
+    would run."""
+    a = _Archive(f, zf, root, name, locate)
+    models = _models(zf, root)
+    for model in models:
+        prefix = "" if len(models) == 1 else f"{model}."
+        for folder, suffix in FOLDERS:
+            _config(a, folder, f"{folder}{model}{suffix}", prefix)
+            legacy = a.member(f"{folder}{model}.pt")  # before the configs: one torch.save
+            if legacy is not None:
+                _pickled(a, legacy, "torch", f"the {folder[5:-1]} of {model} (an older "
+                         "layout), read with torch.load", prefix, list_tensors=True)
+        inputs = a.member(f"data/sample_inputs/{model}.pt")
+        if inputs is not None:
+            _pickled(a, inputs, "torch", f"the sample inputs of {model}, read with torch.load")
+    detail = (f"a torch.export archive: {len(a.obj)} weights and constants; torch.export.load "
+              "rebuilds its graph from models/*.json (not read here)")
+    tensors = tuple((k, v) for k, v in a.obj.items() if type(v) is TensorRef)
+    return PickleFile(name=name, kind="export", obj=a.obj, tensors=tensors, size=size,
+                      storages=a.storages, unsafe=tuple(a.unsafe),
+                      problems=tuple(a.problems) + (Problem(INFO, name, detail),))
+
+
+def _models(zf: zipfile.ZipFile, root: str) -> list[str]:
+    """Model names, from the configs and graphs present ("model" for torch.export.save)."""
+    found: dict[str, None] = {}
+    for n in zf.NameToInfo:
+        rel = n[len(root) + 1:] if n.startswith(f"{root}/") else None
+        if rel is None:
+            continue
+        for folder, suffix in FOLDERS + (("models/", ".json"), ("data/sample_inputs/", ".pt")):
+            if rel.startswith(folder) and rel.endswith(suffix) and "/" not in rel[len(folder):]:
+                found.setdefault(rel[len(folder):-len(suffix)], None)
+    return [m for m in found if m]
+
+
+def _config(a: _Archive, folder: str, rel: str, prefix: str) -> None:
     from ckpt_browser.readers.torchfile import read_member
 
-    obj: dict = {}
-    storages: dict[str, tuple[int, int]] = {}
-    problems: list[Problem] = []
-    for folder, config in CONFIGS:
-        info = zf.NameToInfo.get(f"{root}/{folder}{config}")
-        if info is None or info.file_size > MAX_CONFIG:
+    info = a.member(rel)
+    if info is None or info.file_size > MAX_CONFIG:
+        return
+    try:
+        doc = json.loads(read_member(a.zf, info, MAX_CONFIG))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        a.problems.append(Problem(WARNING, a.name, f"{info.filename} is not valid JSON"))
+        return
+    entries = doc.get("config") if isinstance(doc, dict) else None
+    for key, entry in (entries.items() if isinstance(entries, dict) else ()):
+        if not isinstance(entry, dict):
             continue
-        try:
-            doc = json.loads(read_member(zf, info, MAX_CONFIG))
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            problems.append(Problem(WARNING, name, f"{info.filename} is not valid JSON"))
-            continue
-        entries = doc.get("config") if isinstance(doc, dict) else None
-        for key, entry in (entries.items() if isinstance(entries, dict) else ()):
-            ref = _tensor(zf, root, folder, str(key), entry, storages, locate)
-            obj[str(key)] = ref if ref is not None else f"{key}: a pickled tensor, not read"
-    detail = (f"a torch.export archive: {len(obj)} weights and constants; torch.export.load "
-              "rebuilds its graph from models/*.json (not read here)")
-    return PickleFile(name=name, kind="export", obj=obj, tensors=tuple(
-        (k, v) for k, v in obj.items() if type(v) is TensorRef), size=size, storages=storages,
-        problems=tuple(problems) + (Problem(INFO, name, detail),))
+        ref: Any = _tensor(a, folder, str(key), entry)
+        if entry.get("use_pickle"):
+            member = a.member(f"{folder}{entry.get('path_name')}")
+            how, what = next((h, w) for p, h, w in PICKLED
+                             if str(entry.get("path_name")).startswith(p))
+            if member is not None:
+                _pickled(a, member, how, f"{key}: {what}")
+            if ref is None:
+                ref = f"{key}: {what.split(',')[0]}"
+        if ref is not None:
+            a.obj[prefix + str(key)] = ref
 
 
-def _tensor(zf, root, folder, key, entry, storages, locate) -> TensorRef | None:
-    if not isinstance(entry, dict) or entry.get("use_pickle"):
-        return None
+def _tensor(a: _Archive, folder: str, key: str, entry: dict) -> TensorRef | None:
+    """The tensor its tensor_meta describes; located in the file when stored raw."""
     meta = entry.get("tensor_meta")
     if not isinstance(meta, dict):
-        meta = {}
+        return None
     code, sizes = meta.get("dtype"), meta.get("sizes")
     # an int code only: a list or object there is unhashable (it raised TypeError here)
     dtype = SCALAR_TYPES.get(code) if isinstance(code, int) else None
@@ -87,12 +154,90 @@ def _tensor(zf, root, folder, key, entry, storages, locate) -> TensorRef | None:
     for d in reversed(shape):
         stride.append(step)
         step *= max(d, 1)
-    member = zf.NameToInfo.get(f"{root}/{folder}{entry.get('path_name')}")
     skey = str(entry.get("path_name"))
-    if member is not None:
-        where = locate(member)
+    member = a.member(f"{folder}{skey}")
+    if member is not None and not entry.get("use_pickle"):
+        where = a.locate(member)
         if where is not None:
-            storages[skey] = where
+            a.storages[skey] = where
     return TensorRef(dtype, shape, tuple(reversed(stride)), skey,
                      requires_grad=entry.get("is_param") is True,
                      is_parameter=entry.get("is_param") is True)
+
+
+def _pickled(a: _Archive, info: zipfile.ZipInfo, how: str, what: str, prefix: str = "",
+             list_tensors: bool = False) -> None:
+    """Read one pickled member the way torch.export.load would load it, and keep what it
+    would run; `list_tensors`: its tensors are weights (an older archive's one torch.save)."""
+    lim = limits.LIMITS
+    if a.pickles == lim.zip_pickles:
+        a.problems.append(Problem(ERROR, a.name, f"more than {lim.zip_pickles:,} pickled "
+                                  f"entries (e.g. {info.filename}): the rest are not checked; "
+                                  "they could run code when loaded"))
+    a.pickles += 1
+    if a.pickles > lim.zip_pickles:
+        return
+    got = _read(a, info, how)
+    for p in got.problems:
+        a.problems.append(replace(p, file=a.name, message=f"{info.filename} ({what}): "
+                                  f"{p.message}"))
+    a.unsafe.update(dict.fromkeys(got.unsafe))
+    if list_tensors and not got.unsafe:
+        start = a.locate(info)
+        for path, t in got.tensors:
+            skey = f"{info.filename[len(a.root) + 1:]}/{t.storage_key}"
+            record = got.storages.get(t.storage_key)
+            if record is not None and start is not None:
+                a.storages[skey] = (start[0] + record[0], record[1])
+            a.obj[prefix + path] = replace(t, storage_key=skey)
+
+
+def _read(a: _Archive, info: zipfile.ZipInfo, how: str) -> PickleFile:
+    from ckpt_browser.readers.pickle_safe import unpickle
+    from ckpt_browser.readers.torchfile import read_member, read_pickle_file_object
+
+    lim = limits.LIMITS
+    where = a.locate(info) if info.compress_type == zipfile.ZIP_STORED else None
+    if how == "pickle" or where is None:  # in memory: a plain pickle, or a deflated member
+        if info.file_size > lim.pickle_bytes:
+            return PickleFile(a.name, "pickle", problems=(Problem(
+                ERROR, a.name, f"{info.file_size:,} bytes, over the {lim.pickle_bytes:,}-byte "
+                f"limit; not read ({limits.env('pickle_bytes')} raises it); it could run code "
+                "when loaded"),))
+        data = read_member(a.zf, info, lim.pickle_bytes)
+        if how == "pickle":
+            got = unpickle(io.BytesIO(data), a.name, storage_ids=None)
+            return PickleFile(a.name, "pickle", obj=got.obj, unsafe=got.unsafe,
+                              problems=got.problems)
+        return read_pickle_file_object(io.BytesIO(data), a.name, len(data), nested=how)
+    window = io.BufferedReader(_Slice(a.f, where[0], where[1]), 1024)
+    return read_pickle_file_object(window, a.name, where[1], nested=how)
+
+
+class _Slice(io.RawIOBase):
+    """Bytes [start, start + length) of an open binary file, as a file of their own."""
+
+    def __init__(self, f, start: int, length: int):
+        self.f, self.start, self.length, self.pos = f, start, length, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self.pos = max(0, {0: pos, 1: self.pos + pos, 2: self.length + pos}[whence])
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, b) -> int:
+        n = max(0, min(len(b), self.length - self.pos))
+        if not n:
+            return 0
+        self.f.seek(self.start + self.pos)
+        got = self.f.readinto(memoryview(b)[:n])
+        self.pos += got
+        return got

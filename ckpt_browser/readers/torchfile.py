@@ -20,6 +20,7 @@ import threading
 import zipfile
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ckpt_browser import limits
@@ -37,6 +38,7 @@ from ckpt_browser.readers.pickle_safe import (
 from ckpt_browser.readers.pickle_safe.torchscript_records import TORCHSCRIPT_GLOBALS
 from ckpt_browser.readers.regular import missing_reason, open_regular
 from ckpt_browser.readers.torchscript import (
+    custom_classes,
     operators,
     read_code,
     torchscript_kind,
@@ -98,12 +100,14 @@ def read_pickle_file(path: str, name: str) -> PickleFile:
         return _failed(name, "pickle", None, f"cannot read the file: {e.strerror or e}")
 
 
-def read_pickle_file_object(f, name: str, size: int) -> PickleFile:
-    """Like read_pickle_file, on an open binary file (or a window into one) of `size` bytes."""
+def read_pickle_file_object(f, name: str, size: int, nested: str | None = None) -> PickleFile:
+    """Like read_pickle_file, on an open binary file (or a window into one) of `size` bytes.
+    `nested`: a file inside a .pt2 archive, which torch.export.load reads with torch.load
+    ("torch") or with torch's C++ unpickler ("torchbind"); never read as a .pt2 itself."""
     head = f.read(LEGACY_HEAD)
     f.seek(0)
     if head.startswith(ZIP_MAGIC):
-        return _read_zip(f, name, size)
+        return _read_zip(f, name, size, nested)
     if is_legacy(head):
         return _read_legacy(f, name, size)
     return _read_plain(f, name, size, head)
@@ -190,7 +194,7 @@ def unsafe_problems(name: str, unsafe) -> tuple[Problem, ...]:
 
 # -- torch zip -------------------------------------------------------------------------------
 
-def _read_zip(f, name: str, size: int) -> PickleFile:
+def _read_zip(f, name: str, size: int, nested: str | None = None) -> PickleFile:
     zf = check = None
     lim = limits.LIMITS
     try:
@@ -206,9 +210,9 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
         zf = zipfile.ZipFile(f)
         check = check_zip(f, zf, size, name, lim.zip_directory_bytes)
         entries = with_zipfile_view(f, zf, check.entries, check.starts, size)
-        export_root = is_export(zf)
+        export_root = is_export(zf) if nested is None else None
         if export_root is not None:
-            pf = read_export(zf, export_root, name, size,
+            pf = read_export(f, zf, export_root, name, size,
                              lambda member: _data_start(f, member, size, check.starts))
             return _checked(pf, f, entries, check, (b"", -1), name)
         root, info = _data_pkl(zf)
@@ -229,8 +233,9 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
         if check is None:  # zipfile gave up: torch's reader may not (what would it see?)
             check = check_zip(f, zf, size, name, lim.zip_directory_bytes)
         return _checked(failed, f, check.entries, check, (b"", -1), name)
-    script = torchscript_kind(zf.namelist(), root)
-    got = unpickle(io.BytesIO(data), name, TORCHSCRIPT_GLOBALS if script else None,
+    script = torchscript_kind(zf.namelist(), root) if nested != "torchbind" else None
+    got = unpickle(io.BytesIO(data), name,
+                   TORCHSCRIPT_GLOBALS if script or nested == "torchbind" else None,
                    storage_ids="zip")
     problems = _byteorder(zf, root, name)
     bad_crc = None if unchecked(entries) else \
@@ -238,8 +243,13 @@ def _read_zip(f, name: str, size: int) -> PickleFile:
     problems += [bad_crc] if bad_crc else []
     storages = _locate_zip(f, zf, root, got.storages, name, size, problems, check.starts)
     kind = "torchscript" if script == "exact" else "torch-zip"
-    odd = None if script or not got.ok else without_constants(got.obj, name)
-    problems += [odd] if odd else []
+    if nested == "torchbind":  # torch._C._pickle_load_obj: a custom C++ class's __setstate__
+        bound = custom_classes(got.obj if got.ok else None, name)
+        problems += bound.problems
+        got = replace(got, unsafe=got.unsafe + bound.unsafe)
+    elif not script and got.ok:
+        odd = without_constants(got.obj, name)
+        problems += [odd] if odd else []
     pf = _result(name, kind, size, got, storages, problems)
     return _checked(pf, f, entries, check, (raw_name(info), info.header_offset), name,
                     (zf, root, script, got) if script else None)
@@ -249,8 +259,6 @@ def _checked(pf: PickleFile, f, entries, check, shown, name, script=None) -> Pic
     """The file as read, plus what the differential checks and the other pickles found, and
     for TorchScript (`script`: the zip, its root, its kind and data.pkl as read), what
     torch.jit.load would run."""
-    from dataclasses import replace
-
     pickles: dict[str, Unpickled] = {}
     allow = TORCHSCRIPT_GLOBALS if script else None
     wanted = {f"{script[1]}/{n}".lower() for n in ("constants.pkl", "bytecode.pkl")} \
@@ -477,8 +485,6 @@ class _SidePickles:
         return got.obj
 
     def added_to(self, pf: PickleFile) -> PickleFile:
-        from dataclasses import replace
-
         extra = {q: what for q, what in self.unsafe.items() if q not in pf.unsafe}
         problems = [p for p in dict.fromkeys(self.warnings) if p not in pf.problems]
         for what in dict.fromkeys(extra.values()):

@@ -73,6 +73,17 @@ def read_code(zf: zipfile.ZipFile, root: str, name: str, kind: str,
     return out
 
 
+def custom_classes(obj: Any, name: str) -> Code:
+    """A custom C++ class's object as torch._C._pickle_load_obj rebuilds it (a .pt2's
+    `custom_obj_*` constant): unsafe unless the class is known to be inert."""
+    rebuilt = _classes([obj]) if obj is not None else None
+    uses = _custom(rebuilt or {})
+    if not uses:
+        return Code()
+    return Code([Problem(ERROR, name, _unsafe_message(uses, [u.owner for u in uses], "bound"))],
+                tuple(dict.fromkeys(f"{u.spelled}.__setstate__" for u in uses)))
+
+
 def without_constants(obj: Any, name: str) -> Problem | None:
     """A torch.save zip whose pickle rebuilds TorchScript classes: torch.load (which reads it,
     as it has no constants.pkl) cannot import them."""
@@ -101,14 +112,16 @@ def _entry(u: Use, at_load: list[str]) -> str:
 
 
 def _unsafe_message(uses: list[Use], at_load: list[str], kind: str) -> str:
-    shown = [f"{u.spelled} ({u.words}) in {u.owner}" + (", which torch.jit.load runs at load"
+    loader = "torch.export.load" if kind == "bound" else "torch.jit.load"
+    shown = [f"{u.spelled} ({u.words}) in {u.owner}" + (f", which {loader} runs at load"
                                                           if u.owner in at_load else "")
              for u in uses[:SHOWN]]
     more = f" and {len(uses) - SHOWN:,} more" if len(uses) > SHOWN else ""
-    loaders = "torch.jit.load, and torch.load, which hands it to torch.jit.load," \
-        if kind == "exact" else "torch.jit.load"
-    return (f"unsafe: its TorchScript code reaches files or processes: {'; '.join(shown)}{more} "
-            f"(not run here; {loaders} would run it)")
+    loaders = {"exact": "torch.jit.load, and torch.load, which hands it to torch.jit.load,",
+               "case": "torch.jit.load", "bound": "torch.export.load"}[kind]
+    what = "custom C++ classes" if kind == "bound" else "TorchScript code"
+    return (f"unsafe: its {what} reach{'' if kind == 'bound' else 'es'} files or processes: "
+            f"{'; '.join(shown)}{more} (not run here; {loaders} would run it)")
 
 
 def _bytecode(operators: list[str]) -> list[Use]:

@@ -11,7 +11,8 @@ names the path, the problems say what is wrong in words, no PWNED-* file exists 
 can look, the working folder is still empty and the corpus is byte-for-byte unchanged.
 
 A separate test proves the corpus is live: the stock loaders (torch.load(weights_only=False),
-pickle.load, DCP's reader) do run each payload, in a throwaway folder.
+pickle.load, DCP's reader, torch.jit.load, torch.export.load) do run each payload, in a
+throwaway folder.
 """
 
 from __future__ import annotations
@@ -177,6 +178,10 @@ for name, how, path, where in json.loads(sys.argv[1]):
         elif how == "pickle":
             with open(path, "rb") as f:
                 pickle.load(f)
+        elif how == "jit":  # TorchScript: its scripted code
+            torch.jit.load(path)
+        elif how == "export":  # a .pt2: its pickled constants and sample inputs
+            torch.export.load(path)
         elif how == "dcp-item":
             from torch.distributed.checkpoint import FileSystemReader
             md = FileSystemReader(os.path.dirname(path)).read_metadata()

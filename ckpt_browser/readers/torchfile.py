@@ -273,9 +273,28 @@ def _checked(pf: PickleFile, f, entries, check, shown, name, script=None) -> Pic
         code = _script_code(script, pickles, name)
         more += code.problems
         unsafe += code.unsafe
+        constants = pickles.get(f"{script[1]}/constants.pkl".lower())
+        if constants is not None and constants.ok:
+            pf = _constants(pf, f, script[0], script[1], constants, check.starts)
     unsafe = tuple(dict.fromkeys(u for u in unsafe if u not in pf.unsafe))
     return replace(pf, unsafe=pf.unsafe + unsafe,
                    problems=pf.problems + tuple(check.problems) + tuple(more))
+
+
+def _constants(pf: PickleFile, f, zf, root: str, got: Unpickled, starts) -> PickleFile:
+    """A TorchScript archive's constants table, `CONSTANTS.c0` ... in its code: a frozen
+    model (torch.jit.freeze) keeps its weights there, in records under constants/."""
+    found = tensors_of(got.obj)
+    if not found:
+        return pf
+    problems: list[Problem] = []
+    located = _locate_zip(f, zf, root, got.storages, pf.name, pf.size, problems, starts,
+                          "constants")
+    named = tuple((f"CONSTANTS.c{path}", replace(t, storage_key=f"constants/{t.storage_key}"))
+                  for path, t in found)
+    return replace(pf, tensors=pf.tensors + named,
+                   storages={**pf.storages, **{f"constants/{k}": v for k, v in located.items()}},
+                   problems=pf.problems + tuple(problems) + _extent_problems(pf.name, named))
 
 
 def _script_code(script, pickles: dict[str, Unpickled], name: str):
@@ -338,12 +357,12 @@ def _byteorder(zf: zipfile.ZipFile, root: str, name: str) -> list[Problem]:
 
 
 def _locate_zip(f, zf, root, declared, name, size, problems,
-                starts) -> dict[str, tuple[int, int]]:
+                starts, folder: str = "data") -> dict[str, tuple[int, int]]:
     """Find each declared storage's bytes: one 30-byte local-header read per record."""
     storages: dict[str, tuple[int, int]] = {}
     bad: list[str] = []
     for key, (tag, numel) in declared.items():
-        record = f"data/{key}"
+        record = f"{folder}/{key}"
         info = zf.NameToInfo.get(f"{root}/{record}")
         need = numel * ITEMSIZE[tag]
         if info is None:

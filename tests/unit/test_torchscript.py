@@ -140,6 +140,19 @@ def test_a_quantized_model_with_its_packed_params_reads_clean(tmp_path):
     assert pf.unsafe == () and severities(pf) == [WARNING]
 
 
+def test_a_frozen_model_lists_its_weights_from_the_constants_table(tmp_path):
+    path = tmp_path / "frozen.pt"
+    torch.jit.save(torch.jit.freeze(torch.jit.script(Lists()).eval()), str(path))
+    pf = read(path)
+    assert pf.unsafe == () and severities(pf) == [WARNING]
+    assert pf.tensors and all(n.startswith("CONSTANTS.c") for n, _ in pf.tensors)
+    raw = path.read_bytes()
+    with zipfile.ZipFile(path) as z:
+        for _, t in pf.tensors:  # located in the records under constants/
+            start, length = pf.storages[t.storage_key]
+            assert raw[start:start + length] == z.read(f"frozen/{t.storage_key}")
+
+
 def test_the_sample_torchscript_reads_clean():
     from .helpers import SAMPLES
 

@@ -35,6 +35,10 @@ class Limits:
     safetensors_header: int = _cap(
         100_000_000, "safetensors header", unit="bytes",
         note="the format's own cap: safetensors refuses more")
+    safetensors_values: int = _cap(
+        6_000_000, "JSON keys and values in one safetensors header",
+        env="CKPT_BROWSER_MAX_SAFETENSORS_VALUES",
+        note="a tensor's entry holds about 12: some 500,000 tensors")
     index_bytes: int = _cap(
         512 * MiB, "index JSON (`*.index.json`)", env="CKPT_BROWSER_MAX_INDEX_BYTES",
         unit="bytes", note="a 94,000-tensor index is about 8 MB")

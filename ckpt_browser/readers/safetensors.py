@@ -1,26 +1,26 @@
 """Our own safetensors header reader: header only, never tensor bytes.
 
-Rules follow the reference implementation (FORMATS.md "Safetensors"). Every problem
-is recorded on the returned FileInfo instead of raised, so one bad shard
-never hides the others.
+A header is accepted exactly when the Rust loader (`safe_open`) accepts it (FORMATS.md
+"Safetensors"); where Python's json would read it differently, the exact reading in
+stjson.py and stheader.py decides. Every problem is recorded on the returned FileInfo instead
+of raised, so one bad shard never hides the others.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import struct
-from collections import Counter
 from operator import attrgetter
 
 from ckpt_browser import limits
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import DTYPE_BITS, ERROR, FileInfo, Problem, TensorInfo
+from ckpt_browser.readers import stheader, stjson
 from ckpt_browser.readers.regular import missing_reason, open_regular
-from ckpt_browser.standins import int_from_text
 
 _by_offset = attrgetter("begin", "end", "name")
 MAGIC_LEN = 8
+U64 = 2**64
 
 
 def read_header(path: str, name: str) -> FileInfo:
@@ -74,88 +74,61 @@ def _failed(name, path, size, n, message) -> FileInfo:
                      problems=(Problem(ERROR, name, message),))
 
 
-def _reject_constant(token: str):
-    raise ValueError(f"{token} is not valid JSON")
-
-
-def _loads(text: str):
-    """At C speed; only a header with a number Python refuses to parse (over 4,300 digits)
-    is parsed again, with such numbers as HugeInt, so the tensor's check names it."""
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as e:
-        if "digits" not in str(e):
-            raise
-    return json.loads(text, parse_constant=_reject_constant, parse_int=int_from_text)
-
-
-def _decode(raw: bytes) -> dict:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ShardError(f"header is not UTF-8 (byte {e.start})") from None
-    try:
-        header = _loads(text)
-    except (ValueError, RecursionError) as e:
-        raise ShardError(f"header is not valid JSON: {e}") from None
-    if not isinstance(header, dict):
-        raise ShardError(f"header is a JSON {type(header).__name__}, not an object")
-    return header
-
-
-def _duplicates(text: bytes, header: dict) -> list[str]:
-    """Names written twice in the header (json.loads silently keeps the last).
-
-    Fast path: each entry has one "data_offsets" key, so if the raw text holds
-    exactly as many as the parsed dict has tensors there can be no duplicate.
-    """
-    tensors = len(header) - ("__metadata__" in header)
-    if (text.count(b'"data_offsets"') == tensors and text.count(b'"dtype"') == tensors
-            and b"\\u" not in text):  # a \u-escaped key would not be counted
-        return []
-    dups: list[str] = []
-
-    def hook(pairs):
-        counts = Counter(k for k, _ in pairs)
-        dups.extend(k for k, c in counts.items() if c > 1)
-        return dict(pairs)
-
-    json.loads(text, object_pairs_hook=hook, parse_int=int_from_text)
-    return dups
-
-
 def parse_header(raw: bytes, *, name: str, path: str, size: int, n: int) -> FileInfo:
-    problems: list[Problem] = []
+    """Problems are those the Rust loader would refuse the file for, each in words, plus what
+    it lets through but other readers see differently (a name written twice)."""
     try:
-        header = _decode(raw)
+        text = _text(raw)
+        _within_budget(raw)
+        header = stjson.loads(text)
+        fast = _fast(header, raw, name) if type(header) is dict else None
+        if fast is None:  # anything unusual: read it again exactly as the loader does
+            metadata, tensors, problems = stheader.read_exact(stjson.loads_exact(text), name)
+        else:
+            (metadata, tensors), problems = fast, []
     except ShardError as e:
         return _failed(name, path, size, n, str(e))
-    for dup in _duplicates(raw, header):
-        problems.append(Problem(ERROR, name, f"{dup!r} is written twice in the header; "
-                                "loaders silently keep the last one"))
-    metadata = header.pop("__metadata__", None)
-    if metadata is not None and not (
-        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
-    ):
-        problems.append(Problem(ERROR, name, "__metadata__ must map strings to strings"))
-        metadata = None
-    tensors = _tensors(header, name, problems)
     tensors.sort(key=_by_offset)
     problems.extend(_check_layout(tensors, name, size, n))
     return FileInfo(name=name, path=path, size=size, header_bytes=n, metadata=metadata,
                      tensors=tuple(tensors), problems=tuple(problems))
 
 
-U64 = 2**64
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ShardError(f"header is not UTF-8 (byte {e.start})") from None
 
 
-def _tensors(header: dict, file: str, problems: list[Problem]) -> list[TensorInfo]:
-    """The hot loop (94,000 entries on a big checkpoint): inline checks for the common
-    well-formed entry; anything unusual goes through _tensor for a precise message."""
+def _within_budget(raw: bytes) -> None:
+    """Bound the parse by what the bytes can hold before parsing: every JSON key or value
+    but the first follows one of , : [ { outside strings, so their count bounds the objects
+    Python would build (a 94,000-tensor header holds about 1,100,000)."""
+    most = limits.LIMITS.safetensors_values
+    values = raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{") + 1
+    if values > most:
+        raise ShardError(f"header holds up to {values:,} JSON values, over the {most:,} limit "
+                         f"(about {most // 12:,} tensors); not read "
+                         f"({limits.env('safetensors_values')} raises it)")
+
+
+def _fast(header: dict, raw: bytes, file: str) -> tuple[dict | None, list[TensorInfo]] | None:
+    """The common header, at C speed where it can be: every entry exactly {dtype, shape,
+    data_offsets} and valid, metadata strings, no key twice, nothing serde_json reads
+    differently. None for anything else, which `stheader.read_exact` then reads and names."""
+    if not stjson.plain(raw):
+        return None
+    keys = len(header)
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None:
+        if type(metadata) is not dict or not all(type(v) is str for v in metadata.values()):
+            return None
+        keys += len(metadata)
     tensors = []
     bits_of = DTYPE_BITS.get
-    for tname, entry in header.items():
-        try:
+    try:  # the hot loop: 94,000 entries on a big checkpoint
+        for tname, entry in header.items():
             dtype, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
             bits = bits_of(dtype)
             numel = 1
@@ -163,55 +136,19 @@ def _tensors(header: dict, file: str, problems: list[Problem]) -> list[TensorInf
                 if type(d) is not int or not 0 <= d < U64:
                     raise ValueError
                 numel *= d
-            if (bits is None or type(shape) is not list or type(begin) is not int
-                    or type(end) is not int or not 0 <= begin <= end < U64
-                    or numel * bits != (end - begin) * 8):
+            if (bits is None or len(entry) != 3 or type(shape) is not list
+                    or type(begin) is not int or type(end) is not int
+                    or not 0 <= begin <= end < U64 or numel * bits != (end - begin) * 8
+                    or (not numel and len(shape) > 2)):  # a 64-bit overflow before a 0?
                 raise ValueError
             tensors.append(TensorInfo(tname, dtype, tuple(shape), file, begin, end, numel))
-        except (TypeError, KeyError, ValueError):
-            try:
-                tensors.append(_tensor(tname, entry, file))
-            except ShardError as e:
-                problems.append(Problem(ERROR, file, str(e)))
-    return tensors
-
-
-def _tensor(tname: str, entry, file: str) -> TensorInfo:
-    """Validate one header entry. Plain type checks: this runs 94,000 times per big checkpoint."""
-    if type(entry) is not dict:
-        raise ShardError(f"tensor {tname!r}: entry is not an object")
-    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if type(dtype) is not str or (bits := DTYPE_BITS.get(dtype)) is None:
-        raise ShardError(f"tensor {tname!r}: unknown dtype {dtype!r}")
-    if type(shape) is not list:
-        raise ShardError(f"tensor {tname!r}: shape {_shown(shape)} is not a list of "
-                         "non-negative integers")
-    numel = 1
-    for d in shape:
-        if type(d) is not int or d < 0 or d >= U64:
-            raise ShardError(f"tensor {tname!r}: shape {_shown(shape)} is not a list of "
-                             "non-negative integers below 2**64")
-        numel *= d
-    if type(offsets) is not list or len(offsets) != 2:
-        raise ShardError(f"tensor {tname!r}: data_offsets {_shown(offsets)} is not [begin, end]")
-    begin, end = offsets
-    if type(begin) is not int or type(end) is not int or not 0 <= begin <= end < U64:
-        raise ShardError(f"tensor {tname!r}: data_offsets {_shown(offsets)} is not [begin, end] "
-                         "with 0 <= begin <= end < 2**64")
-    nbits = numel * bits
-    if nbits % 8:
-        raise ShardError(f"tensor {tname!r}: {numel} x {dtype} does not end on a byte boundary")
-    if nbits >> 3 != end - begin:
-        need = f"{nbits >> 3:,}" if nbits < 2**200 else "more than 2**64"  # 4,300+ digits fail
-        raise ShardError(f"tensor {tname!r}: shape {_shown(shape)} of {dtype} needs {need} "
-                         f"bytes but data_offsets span {end - begin:,}")
-    return TensorInfo(tname, dtype, tuple(shape), file, begin, end, numel)
-
-
-def _shown(value) -> str:
-    """A bounded repr for messages: a shape may hold 20,000 dimensions or 1,000-digit ints."""
-    text = repr(value)
-    return text if len(text) <= 120 else f"{text[:100]}... ({len(text):,} characters)"
+    except (TypeError, KeyError, ValueError):
+        return None
+    # Each key is followed by one ':'; more of them than keys parsed means a key written twice
+    # (json.loads kept the last) or a ':' inside a string. Either way: read exactly.
+    if raw.count(b":") != keys + 3 * len(tensors):
+        return None
+    return metadata, tensors
 
 
 def _check_layout(tensors: list[TensorInfo], file: str, size: int, n: int) -> list[Problem]:

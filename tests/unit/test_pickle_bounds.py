@@ -170,12 +170,17 @@ def _header(entry: dict, digits: bytes = b"") -> bytes:
 
 
 @pytest.mark.parametrize("field, value, words", [
-    ("shape", [2**64], "shape [18446744073709551616] is not a list of non-negative integers "
-     "below 2**64"),
-    ("shape", "HUGE", "shape [an integer of 5,000 digits] is not a list"),
-    ("data_offsets", "HUGE", "data_offsets [0, an integer of 5,000 digits] is not"),
-    ("data_offsets", [0, 2**64], "< 2**64"),
-    ("shape", [2**63] * 300, "needs more than 2**64 bytes"),
+    ("shape", [2**64], "tensor 'w': shape [18446744073709551616] is not a list of non-negative "
+     "integers below 2**64"),
+    # serde_json (the Rust loader's parser) refuses the whole header for a number past a 64-bit
+    # float, wherever it is: no tensor is listed, the number is shown clipped
+    ("shape", "HUGE", "the number 999999999999999999999999999999... (5,000 characters) is "
+     "out of range"),
+    ("data_offsets", "HUGE", "the number 999999999999999999999999999999... (5,000 characters) "
+     "is out of range"),
+    ("data_offsets", [0, 2**64], "tensor 'w': data_offsets [0, 18446744073709551616] is not "
+     "[begin, end] with 0 <= begin <= end < 2**64"),
+    ("shape", [2**63] * 300, "tensor 'w': shape [9223372036854775808, 9223372036854775808, "),
 ])
 def test_safetensors_numbers_out_of_range_name_the_tensor(field, value, words):
     entry = {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}
@@ -184,7 +189,7 @@ def test_safetensors_numbers_out_of_range_name_the_tensor(field, value, words):
     info = parse_header(raw, name="model.safetensors", path="model.safetensors",
                         size=8 + len(raw) + 16, n=len(raw))
     messages = " | ".join(p.message for p in info.problems)
-    assert "tensor 'w': " in messages and words in messages, messages
+    assert words in messages, messages
     assert all(len(p.message) < 400 for p in info.problems)
 
 

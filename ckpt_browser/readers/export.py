@@ -23,6 +23,7 @@ from typing import Any
 
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem
+from ckpt_browser.readers.export_graph import read_program
 from ckpt_browser.standins import PickleFile, TensorRef
 
 MAX_CONFIG = 64 * 2**20
@@ -83,8 +84,9 @@ def read_export(f, zf: zipfile.ZipFile, root: str, name: str, size: int, locate)
         inputs = a.member(f"data/sample_inputs/{model}.pt")
         if inputs is not None:
             _pickled(a, inputs, "torch", f"the sample inputs of {model}, read with torch.load")
-    detail = (f"a torch.export archive: {len(a.obj)} weights and constants; torch.export.load "
-              "rebuilds its graph from models/*.json (not read here)")
+        _program(a, f"models/{model}.json")
+    detail = (f"a torch.export archive: {len(a.obj)} weights and constants; its program "
+              "(models/*.json) is read for what torch would evaluate or call, never run")
     tensors = tuple((k, v) for k, v in a.obj.items() if type(v) is TensorRef)
     return PickleFile(name=name, kind="export", obj=a.obj, tensors=tensors, size=size,
                       storages=a.storages, unsafe=tuple(a.unsafe),
@@ -130,6 +132,33 @@ def _config(a: _Archive, folder: str, rel: str, prefix: str) -> None:
                 ref = f"{key}: {what.split(',')[0]}"
         if ref is not None:
             a.obj[prefix + str(key)] = ref
+
+
+def _program(a: _Archive, rel: str) -> None:
+    """The strings of a program that torch turns into code (export_graph.py)."""
+    from ckpt_browser.readers.torchfile import read_member
+
+    info = a.member(rel)
+    if info is None:
+        return
+    if info.file_size > MAX_CONFIG:
+        a.problems.append(Problem(WARNING, a.name, f"{info.filename} is over {MAX_CONFIG:,} "
+                                  "bytes and not read: what it makes torch evaluate or call is "
+                                  "not checked"))
+        return
+    try:
+        program = read_program(read_member(a.zf, info, MAX_CONFIG).decode("utf-8"), rel)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        a.problems.append(Problem(WARNING, a.name, f"{info.filename} is not valid JSON "
+                                  "(torch.export.load would fail on it)"))
+        return
+    if program.unsafe:
+        shown = "; ".join(f"{k} ({w})" for k, w in list(program.unsafe.items())[:6])
+        more = len(program.unsafe) - 6
+        a.problems.append(Problem(ERROR, a.name, f"unsafe: its program {rel} holds code torch "
+                                  f"would run: {shown}{f' and {more:,} more' if more > 0 else ''}"
+                                  " (not run here)"))
+        a.unsafe.update(dict.fromkeys(program.unsafe))
 
 
 def _tensor(a: _Archive, folder: str, key: str, entry: dict) -> TensorRef | None:

@@ -43,3 +43,8 @@ code_case("code-export-sample-inputs", "export-sample-inputs.pt2",
           "a torch.export .pt2 whose sample inputs are a torch.save of os.system(...): "
           "torch.export.load retries them with torch.load(weights_only=False)",
           r"unsafe.*(os|posix)\.system", live="export")
+code_case("code-export-sympy-expr", "export-sympy-expr.pt2",
+          "a torch.export .pt2 whose program gives a symbolic size the expression "
+          "__import__('os').system(...) (torch writes sympy's srepr there): torch.export.load "
+          "parses it with sympy.sympify, which evaluates it as Python",
+          r"unsafe.*sympy", live="export")

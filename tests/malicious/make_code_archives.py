@@ -7,12 +7,14 @@ harmless and detectable: it creates an empty file named PWNED-<case> in the curr
 
 make_corpus.py needs no torch and writes the same bytes every run, so it copies these files
 (cases_code.py); this script is the only one that runs torch, and its output is committed.
-Under torch 2.13 two runs write the same bytes: torch's entries carry its fixed 1980-01-01
-time and `.data/serialization_id` is derived from the records, not drawn at random. Source
+Under torch 2.13 two runs of this script write the same bytes: torch's entries carry its
+fixed 1980-01-01 time and `.data/serialization_id` is derived from the records, not drawn at
+random (TorchScript's debug records hold this file's line numbers: an edit here changes them). Source
 paths in TorchScript's debug records and torch.export's stack traces are made relative (the
 script fails if an absolute path of this machine is left), as sample_checkpoints does. The
 scripted payloads are torch's own operators (aten::save, aten::from_file); the pickled ones
-are a torch.save of an object whose __reduce__ is os.system (posix.system on Linux).
+are a torch.save of an object whose __reduce__ is os.system (posix.system on Linux); the
+program's is a symbolic size that sympy evaluates.
 """
 
 from __future__ import annotations
@@ -176,8 +178,10 @@ class Plain(torch.nn.Module):
         return self.fc(x)
 
 
-def _export(module: torch.nn.Module, dst: Path) -> str:
-    ep = torch.export.export(module, (torch.ones(1, 3),))
+def _export(module: torch.nn.Module, dst: Path, args: tuple | None = None,
+            dynamic=None) -> str:
+    args = (torch.ones(1, 3),) if args is None else args
+    ep = torch.export.export(module, args, dynamic_shapes=dynamic)
     for node in ep.graph_module.graph.nodes:  # stack traces name source files by full path
         if node.meta.get("stack_trace"):
             node.meta["stack_trace"] = re.sub(r'File "([^"]+)"',
@@ -206,6 +210,24 @@ def export_sample_inputs(dst: Path, tmp: Path) -> None:
                          _payload("code-export-sample-inputs")})
 
 
+class Dynamic(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def export_sympy_expr(dst: Path, tmp: Path) -> None:
+    """A symbolic size's expression, which torch.export.load hands to sympy.sympify, is Python
+    that runs a command (torch writes it as sympy's srepr, `Symbol('s77', ...)`)."""
+    src = _scratch(tmp, "dynamic", "model.pt2")
+    root = _export(Dynamic(), src, (torch.ones(3, 4),), {"x": {0: torch.export.Dim("batch")}})
+    with zipfile.ZipFile(src) as z:
+        program = z.read(f"{root}/models/model.json").decode()
+    expr = re.search(r'"expr_str": "(Symbol[^"]*)"', program)[1]
+    payload = "__import__('os').system('touch PWNED-code-export-sympy-expr')"
+    _replaced(src, dst, {f"{root}/models/model.json":
+                         program.replace(expr, payload.replace("'", "\u0027"), 1).encode()})
+
+
 def _leaks(path: Path) -> list[str]:
     """Absolute paths of this machine that a file (or a member of it) holds."""
     words = [str(HERE.parent.parent), str(Path.home()), "/tmp/", sys.prefix]
@@ -224,6 +246,7 @@ def main() -> int:
         jit_constants_object(OUT / "jit-constants-object.pt", tmp)
         export_pickled_constant(OUT / "export-pickled-constant.pt2", tmp)
         export_sample_inputs(OUT / "export-sample-inputs.pt2", tmp)
+        export_sympy_expr(OUT / "export-sympy-expr.pt2", tmp)
     bad = {p.name: _leaks(p) for p in sorted(OUT.iterdir()) if _leaks(p)}
     if bad:
         print(f"absolute paths in the output: {bad}", file=sys.stderr)

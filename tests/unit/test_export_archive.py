@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from ckpt_browser.model import ERROR, INFO
+from ckpt_browser.readers.export_graph import read_program
 from ckpt_browser.readers.torchfile import read_pickle_file
 from tests.malicious.make_corpus import HERE as MALICIOUS
 
@@ -201,3 +202,70 @@ def test_a_pt2_inside_a_pt2_is_not_read_as_one(tmp_path):
     pf = read(dst)
     assert "data/sample_inputs/model.pt (the sample inputs of model" in messages(pf)
     assert "zip without data.pkl" in messages(pf)
+
+
+# -- the program: what torch evaluates (sympy), runs (guards) and calls (targets) ---------------
+
+class Dynamic(torch.nn.Module):
+    def forward(self, x, y):
+        z = torch.cat([x, y], 0)
+        return z[: z.shape[0] // 2] * 2
+
+
+def test_a_dynamic_program_with_guards_reads_clean(tmp_path):
+    path = tmp_path / "dynamic.pt2"
+    ep = torch.export.export(Dynamic(), (torch.ones(4, 3), torch.ones(6, 3)), dynamic_shapes={
+        "x": {0: torch.export.Dim("b", min=2, max=100)}, "y": {0: torch.export.Dim("c")}})
+    torch.export.save(ep, str(path))
+    program = read_program(zipfile.ZipFile(path).read("dynamic/models/model.json").decode(),
+                           "models/model.json")
+    assert program.exprs and program.guards and "_operator.floordiv" in program.targets
+    assert program.unsafe == {}
+    assert read(path).unsafe == ()
+
+
+@pytest.mark.parametrize("expr, ok", [
+    ("Symbol('s77', positive=True, integer=True)", True),
+    ("FloorDiv(Add(Symbol('s1', integer=True), Integer(-1)), Integer(2))", True),
+    ("Float('1.5', precision=53)", True),
+    ("__import__('os').system('true')", False),
+    ("Symbol('s0').__class__", False),
+    ("(lambda: 1)()", False),
+    ("Integer(1) + Integer(2)", False),  # srepr never writes an operator
+])
+def test_a_symbolic_expression_is_sympy_srepr_or_unsafe(expr, ok):
+    text = json.dumps({"graph_module": {"x": {"expr_str": expr, "hint": None}},
+                       "guards_code": []})
+    assert bool(read_program(text, "m.json").unsafe) is not ok
+
+
+@pytest.mark.parametrize("guard, ok", [
+    ("((L['y'].size()[0] + L['x'].size()[0]) // 2) <= L['y'].size()[0] + L['x'].size()[0]",
+     True),
+    ("L['x'].stride()[1] == 1 and 2 <= L['x'].size()[0]", True),
+    ("__import__('os').system('true') == 0", False),
+    ("L['x'].size()[0] == L['x'].__class__", False),
+    ("L['a\"+open(\"p\",\"w\")+\"'].size()[0] == 1", False),  # pasted into a string literal
+])
+def test_a_guard_is_sizes_and_arithmetic_or_unsafe(guard, ok):
+    text = json.dumps({"graph_module": {}, "guards_code": [guard]})
+    assert bool(read_program(text, "m.json").unsafe) is not ok
+
+
+@pytest.mark.parametrize("target, ok", [
+    ("torch.ops.aten.mul.Tensor", True), ("torch.ops.higher_order.cond", True),
+    ("_operator.getitem", True), ("math.floor", True), ("torch.sym_max", True),
+    ("torch.ops.quantized.linear.default", True),
+    ("torch.ops.aten.save.default", False), ("torch.os.system", False), ("torch.save", False),
+    ("_operator.methodcaller", False), ("torch.ops.c10d.allreduce_.default", False),
+    ("torch.ops.mylib.run.default", False), ("#mylib.op", False),
+])
+def test_a_node_target_is_a_pure_operator_or_unsafe(target, ok):
+    node = {"name": "n", "target": target, "inputs": [], "outputs": [], "metadata": {}}
+    text = json.dumps({"graph_module": {"graph": {"nodes": [node]}}, "guards_code": []})
+    assert bool(read_program(text, "m.json").unsafe) is not ok
+
+
+def test_the_corpus_sympy_payload_is_unsafe():
+    pf = read(MALICIOUS / "code_archives" / "export-sympy-expr.pt2")
+    assert any("sympy.sympify of \"__import__('os')" in u for u in pf.unsafe)

@@ -78,11 +78,12 @@ def parse_header(raw: bytes, *, name: str, path: str, size: int, n: int) -> File
     """Problems are those the Rust loader would refuse the file for, each in words, plus what
     it lets through but other readers see differently (a name written twice)."""
     try:
-        text = _text(raw)
         _within_budget(raw)
+        text = _text(raw)
         header = stjson.loads(text)
         fast = _fast(header, raw, name) if type(header) is dict else None
         if fast is None:  # anything unusual: read it again exactly as the loader does
+            header = None  # free it before the second parse
             metadata, tensors, problems = stheader.read_exact(stjson.loads_exact(text), name)
         else:
             (metadata, tensors), problems = fast, []
@@ -144,11 +145,19 @@ def _fast(header: dict, raw: bytes, file: str) -> tuple[dict | None, list[Tensor
             tensors.append(TensorInfo(tname, dtype, tuple(shape), file, begin, end, numel))
     except (TypeError, KeyError, ValueError):
         return None
-    # Each key is followed by one ':'; more of them than keys parsed means a key written twice
-    # (json.loads kept the last) or a ':' inside a string. Either way: read exactly.
-    if raw.count(b":") != keys + 3 * len(tensors):
+    # Each key is followed by one ':', so more of them than keys parsed and ':'s in their
+    # strings means a key written twice, which json.loads hid by keeping the last. (With a
+    # \u escape a ':' may be written \u003a, and then any mismatch is read exactly.)
+    colons, expected = raw.count(b":"), keys + 3 * len(tensors)
+    if colons != expected and (b"\\u" in raw or colons != expected + _colons(header, metadata)):
         return None
     return metadata, tensors
+
+
+def _colons(names: dict, metadata: dict | None) -> int:
+    """The ':'s inside the names and metadata strings (names such as 'a:b', URLs)."""
+    found = sum(name.count(":") for name in names)
+    return found + sum(k.count(":") + v.count(":") for k, v in (metadata or {}).items())
 
 
 def _check_layout(tensors: list[TensorInfo], file: str, size: int, n: int) -> list[Problem]:

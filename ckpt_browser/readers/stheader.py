@@ -16,7 +16,7 @@ from collections import Counter
 
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import DTYPE_BITS, ERROR, WARNING, Problem, TensorInfo
-from ckpt_browser.readers.stjson import Obj
+from ckpt_browser.readers.stjson import Obj, nesting
 
 U64 = 2**64
 FIELDS = ("dtype", "shape", "data_offsets")
@@ -77,20 +77,25 @@ def read_exact(tree, file: str) -> tuple[dict | None, list[TensorInfo], list[Pro
         kind = "list" if type(tree) is list else type(tree).__name__
         raise ShardError(f"header is a JSON {'null' if tree is None else kind}, not an object")
     problems: list[Problem] = []
-    entries: dict[str, list] = {}
-    metas = []
-    for key, value in tree:
-        if key == "__metadata__":
-            metas.append(value)
-        else:
-            entries.setdefault(key, []).append(value)
+    metas = [value for key, value in tree if key == "__metadata__"]
+    entries = dict(tree)  # the last copy of each name, as the loader keeps it
+    entries.pop("__metadata__", None)
+    if len(entries) + len(metas) < len(tree):  # a name written twice: keep every copy
+        copies: dict[str, list] = {}
+        for key, value in tree:
+            if key != "__metadata__":
+                copies.setdefault(key, []).append(value)
+    else:
+        copies = {}
+    _ignored_nesting(tree)
     if len(metas) > 1:
-        problems.append(Problem(ERROR, file, f"__metadata__ is written {_times(len(metas))}; the "
-                                "safetensors loader refuses the file"))
+        problems.append(Problem(ERROR, file, f"__metadata__ is written {_times(len(metas))}; "
+                                "the safetensors loader refuses the file"))
     metadata = _metadata(metas[-1], file, problems) if metas else None
     tensors = []
     odd = []
-    for name, values in entries.items():
+    for name, value in entries.items():
+        values = copies.get(name) or [value]
         last = None
         for i, value in enumerate(values, 1):
             label = repr(name) if len(values) == 1 else f"{name!r} (copy {i} of {len(values)})"
@@ -112,6 +117,16 @@ def read_exact(tree, file: str) -> tuple[dict | None, list[TensorInfo], list[Pro
     if odd:
         problems.append(Problem(WARNING, file, _odd_forms(odd)))
     return metadata, tensors, problems
+
+
+def _ignored_nesting(tree: Obj) -> None:
+    """serde_json still parses what the loader ignores, an entry's unknown fields, and refuses
+    the header if they nest too deep (a deep value anywhere else is refused for its type)."""
+    for key, entry in tree:
+        if key != "__metadata__" and type(entry) is Obj:
+            for field, value in entry:
+                if field not in FIELDS and (type(value) is Obj or type(value) is list):
+                    nesting(value, 3)  # the header is level 1, the entry 2
 
 
 def _metadata(value, file: str, problems: list[Problem]) -> dict | None:

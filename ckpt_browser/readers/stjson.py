@@ -25,6 +25,8 @@ _I32_MAX = 2**31 - 1
 _POW10 = tuple(float(f"1e{i}") for i in range(309))  # serde_json's POW10 table
 _ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # might be a lone surrogate: parse exactly
 _MINUS_ZERO = re.compile(rb"[\[,:][ \t\n\r]*-0(?![0-9.eE])")  # a bare -0 token
+_MINUS_ZERO_TEXT = re.compile(r"[\[,:][ \t\n\r]*-0(?![0-9.eE])")
+_LONG_TEXT = re.compile(r"[0-9]{20}")  # an integer that may not fit serde_json's u64 or i64
 _NUMBER = re.compile(r"-?(\d+)(?:\.(\d+))?(?:[eE]([-+]?)(\d+))?")
 
 
@@ -57,9 +59,13 @@ def loads(text: str):
 
 
 def loads_exact(text: str):
-    """The parse serde_json makes: objects as `Obj`, and its refusals as ShardError."""
+    """The parse serde_json makes: objects as `Obj`, and its refusals as ShardError, but for
+    depth, which matters only where the loader ignores a value (`nesting` checks it there:
+    anywhere else a deep value is refused for its type anyway)."""
+    # the hooks cost a Python call per number: only when a number may need one
+    ints = _int if _MINUS_ZERO_TEXT.search(text) or _LONG_TEXT.search(text) else None
     try:
-        tree = json.loads(text, object_pairs_hook=Obj, parse_int=_int, parse_float=_float,
+        tree = json.loads(text, object_pairs_hook=Obj, parse_int=ints, parse_float=_float,
                           parse_constant=_constant)
     except _OutOfRange as e:
         raise ShardError(_invalid(f"the number {_clip(str(e))} is out of range for a 64-bit "
@@ -68,8 +74,22 @@ def loads_exact(text: str):
         raise ShardError(_invalid(f"it nests deeper than {DEPTH - 1} levels")) from None
     except ValueError as e:
         raise ShardError(f"header is not valid JSON: {e}") from None
-    _check_tree(tree)
+    if "\\u" in text:  # a surrogate comes only from an escape: raw UTF-8 cannot hold one
+        _check_strings(tree)
     return tree
+
+
+def nesting(value, depth: int) -> None:
+    """Refuse `value`, a container at `depth` (the header is 1), if it nests as deep as
+    serde_json's recursion limit."""
+    stack = [(value, depth)]
+    while stack:
+        value, depth = stack.pop()
+        if depth >= DEPTH:
+            raise ShardError(_invalid(f"it nests {DEPTH} levels deep; serde_json stops at "
+                                      f"{DEPTH - 1}"))
+        items = value if type(value) is list else (v for _, v in value)
+        stack.extend((v, depth + 1) for v in items if type(v) is Obj or type(v) is list)
 
 
 def _invalid(why: str) -> str:
@@ -156,20 +176,17 @@ def _from_parts(sig: int, exp: int) -> bool:
         exp += 308
 
 
-def _check_tree(tree) -> None:
-    """serde_json's refusals Python's parser lets through: lone surrogates and depth."""
-    stack = [(tree, 1)]
+def _check_strings(tree) -> None:
+    """serde_json refuses a lone surrogate in any string, keys and ignored values too."""
+    stack = [tree]
     while stack:
-        value, depth = stack.pop()
+        value = stack.pop()
         kind = type(value)
         if kind is str:
             _text(value)
         elif kind is Obj or kind is list:
-            if depth >= DEPTH:
-                raise ShardError(_invalid(f"it nests {DEPTH} levels deep; serde_json stops "
-                                          f"at {DEPTH - 1}"))
             items = value if kind is list else (x for pair in value for x in pair)
-            stack.extend((x, depth + 1) for x in items if type(x) in _WALKED)
+            stack.extend(x for x in items if type(x) in _WALKED)
 
 
 _WALKED = frozenset((str, Obj, list))

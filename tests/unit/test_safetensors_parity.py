@@ -219,6 +219,12 @@ VARIANTS: dict[str, tuple[bytes, bytes, bool | str, str]] = {
         b'{"__metadata__":{"data_offsets":"x","shape":"y"},"w":%s}' % entry(), D4, OK, "ok"),
     "a ':' inside names and metadata": (
         b'{"__metadata__":{"url":"http://x"},"a:b":%s}' % entry(), D4, OK, "ok"),
+    "a tensor name twice beside a ':' in metadata": (
+        b'{"__metadata__":{"url":"http://x"},"a:b":%s,"a:b":%s}' % (entry(), entry()), D4,
+        STRICTER, "DAMAGED"),
+    "shape twice beside an escaped ':' (\\u003a) in metadata": (
+        b'{"__metadata__":{"u":"\\u003a"},"w":{"dtype":"F32","shape":[2],"shape":[1],'
+        b'"data_offsets":[0,4]}}', D4, NO, "DAMAGED"),
 }
 
 

@@ -1186,6 +1186,7 @@ if __name__ != "__main__":  # as a script, main() below runs the imported regist
         cases_legacy,
         cases_reach,
         cases_resources,
+        cases_safetensors,
         cases_zip,
     )
 

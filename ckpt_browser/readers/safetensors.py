@@ -81,7 +81,7 @@ def parse_header(raw: bytes, *, name: str, path: str, size: int, n: int) -> File
         _within_budget(raw)
         text = _text(raw)
         header = stjson.loads(text)
-        fast = _fast(header, raw, name) if type(header) is dict else None
+        fast = _fast(header, text, name) if type(header) is dict else None
         if fast is None:  # anything unusual: read it again exactly as the loader does
             header = None  # free it before the second parse
             metadata, tensors, problems = stheader.read_exact(stjson.loads_exact(text), name)
@@ -114,11 +114,11 @@ def _within_budget(raw: bytes) -> None:
                          f"({limits.env('safetensors_values')} raises it)")
 
 
-def _fast(header: dict, raw: bytes, file: str) -> tuple[dict | None, list[TensorInfo]] | None:
+def _fast(header: dict, text: str, file: str) -> tuple[dict | None, list[TensorInfo]] | None:
     """The common header, at C speed where it can be: every entry exactly {dtype, shape,
     data_offsets} and valid, metadata strings, no key twice, nothing serde_json reads
     differently. None for anything else, which `stheader.read_exact` then reads and names."""
-    if not stjson.plain(raw):
+    if not stjson.plain(text):
         return None
     keys = len(header)
     metadata = header.pop("__metadata__", None)
@@ -148,8 +148,8 @@ def _fast(header: dict, raw: bytes, file: str) -> tuple[dict | None, list[Tensor
     # Each key is followed by one ':', so more of them than keys parsed and ':'s in their
     # strings means a key written twice, which json.loads hid by keeping the last. (With a
     # \u escape a ':' may be written \u003a, and then any mismatch is read exactly.)
-    colons, expected = raw.count(b":"), keys + 3 * len(tensors)
-    if colons != expected and (b"\\u" in raw or colons != expected + _colons(header, metadata)):
+    colons, expected = text.count(":"), keys + 3 * len(tensors)
+    if colons != expected and ("\\u" in text or colons != expected + _colons(header, metadata)):
         return None
     return metadata, tensors
 

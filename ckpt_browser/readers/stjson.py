@@ -23,11 +23,10 @@ DEPTH = 128  # serde_json's recursion limit: a container this deep is refused (t
 U64_MAX = 2**64 - 1
 _I32_MAX = 2**31 - 1
 _POW10 = tuple(float(f"1e{i}") for i in range(309))  # serde_json's POW10 table
-_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # might be a lone surrogate: parse exactly
-_MINUS_ZERO = re.compile(rb"[\[,:][ \t\n\r]*-0(?![0-9.eE])")  # a bare -0 token
-_MINUS_ZERO_TEXT = re.compile(r"[\[,:][ \t\n\r]*-0(?![0-9.eE])")
-_LONG_TEXT = re.compile(r"[0-9]{20}")  # an integer that may not fit serde_json's u64 or i64
-_NUMBER = re.compile(r"-?(\d+)(?:\.(\d+))?(?:[eE]([-+]?)(\d+))?")
+_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # might be a lone surrogate: parse exactly
+_MINUS_ZERO = re.compile(r"[\[,:][ \t\n\r]*-0(?![0-9.eE])")  # a bare -0 token
+_LONG = re.compile(r"[0-9]{20}")  # an integer that may not fit serde_json's u64 or i64
+_NUMBER = re.compile(r"-?([0-9]+)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?")
 
 
 class Obj(tuple):
@@ -36,11 +35,11 @@ class Obj(tuple):
     __slots__ = ()
 
 
-def plain(raw: bytes) -> bool:
+def plain(text: str) -> bool:
     """No surrogate escape and no bare -0: Python's parser reads the text as serde_json does,
     but for duplicate keys, numbers, depth and NaN, which the callers check."""
-    return not (b"\\u" in raw and _ESCAPE.search(raw)) and not (
-        b"-0" in raw and _MINUS_ZERO.search(raw))
+    return not ("\\u" in text and _ESCAPE.search(text)) and not (
+        "-0" in text and _MINUS_ZERO.search(text))
 
 
 def loads(text: str):
@@ -63,7 +62,7 @@ def loads_exact(text: str):
     depth, which matters only where the loader ignores a value (`nesting` checks it there:
     anywhere else a deep value is refused for its type anyway)."""
     # the hooks cost a Python call per number: only when a number may need one
-    ints = _int if _MINUS_ZERO_TEXT.search(text) or _LONG_TEXT.search(text) else None
+    ints = _int if _MINUS_ZERO.search(text) or _LONG.search(text) else None
     try:
         tree = json.loads(text, object_pairs_hook=Obj, parse_int=ints, parse_float=_float,
                           parse_constant=_constant)

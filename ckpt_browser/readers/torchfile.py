@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import copy
 import io
+import lzma
 import os
 import struct
 import threading
 import zipfile
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -247,7 +249,7 @@ def _read_zip(f, name: str, size: int, nested: str | None = None) -> PickleFile:
         bound = custom_classes(got.obj if got.ok else None, name)
         problems += bound.problems
         got = replace(got, unsafe=got.unsafe + bound.unsafe)
-    elif not script and got.ok:
+    elif not script and got.ok and b"__torch__" in data:  # the bytes first: walking is slower
         odd = without_constants(got.obj, name)
         problems += [odd] if odd else []
     pf = _result(name, kind, size, got, storages, problems)
@@ -334,12 +336,16 @@ def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int,
         info = copy.copy(info)
         info.CRC = None  # type: ignore[assignment]  # zipfile then skips its check
     out = bytearray()
-    with zf.open(info) as member:
-        while len(out) < limit:
-            chunk = member.read(min(2**20, limit - len(out)))
-            if not chunk:
-                break
-            out += chunk
+    try:
+        with zf.open(info) as member:
+            while len(out) < limit:
+                chunk = member.read(min(2**20, limit - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+    except (zlib.error, lzma.LZMAError, EOFError, OSError) as e:  # bz2 says OSError
+        raise zipfile.BadZipFile(f"{info.filename} cannot be decompressed "
+                                 f"(method {info.compress_type}): {e}") from None
     return bytes(out)
 
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckpt_browser.model import ERROR, WARNING, Problem
-from ckpt_browser.readers.torchscript_code import Source, Use, scan
+from ckpt_browser.readers.torchscript_code import MAX_USES, Source, Use, scan
 from ckpt_browser.readers.torchscript_ops import class_words, operator_words
 from ckpt_browser.standins import Opaque
 
-MAX_CODE_BYTES = 32 * 2**20  # source read from one archive (real models hold a few MB)
+MAX_CODE_BYTES = 16 * 2**20  # source read from one archive (real models hold a few MB)
 MAX_CODE_FILES = 4096
 MAX_NODES = 5_000_000  # values looked at in the pickles for the classes they rebuild
 SHOWN = 6  # uses named in one message
@@ -68,7 +68,10 @@ def read_code(zf: zipfile.ZipFile, root: str, name: str, kind: str,
     if code.cut:
         out.problems.append(Problem(ERROR, name, code.cut))
     if uses:
-        out.problems.append(Problem(ERROR, name, _unsafe_message(uses, at_load, kind)))
+        message = _unsafe_message(uses, at_load, kind)
+        if any(src.more for src in code.sources.values()):
+            message += f"; past {MAX_USES:,} in one file the rest are not listed"
+        out.problems.append(Problem(ERROR, name, message))
         out.unsafe = tuple(dict.fromkeys(_entry(u, at_load) for u in uses))
     return out
 
@@ -252,7 +255,7 @@ class _Reader:
     def methods(self, qual: str) -> set[str]:
         qualifier, _, cls = qual.rpartition(".")
         src = self.sources.get(self.key(qualifier))
-        return src.defined.get(cls, set()) if src is not None else set()
+        return src.methods(cls) if src is not None else set()
 
     def uses(self) -> list[Use]:
         return [Use(u.spelled, u.words, f"{self.qualifier[key]}.{u.owner}")

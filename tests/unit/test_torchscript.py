@@ -18,7 +18,7 @@ from ckpt_browser.readers import torchscript
 from ckpt_browser.readers.pickle_safe import unpickle
 from ckpt_browser.readers.pickle_safe.torchscript_records import TORCHSCRIPT_GLOBALS
 from ckpt_browser.readers.torchfile import read_pickle_file, read_pickle_file_object
-from ckpt_browser.readers.torchscript_code import scan
+from ckpt_browser.readers.torchscript_code import MAX_USES, scan
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 HERE = f"__torch__.{__name__}"  # torch.jit.script names a class by its module
@@ -303,9 +303,10 @@ def f(x: Tensor) -> Tensor:
 
 def test_strings_comments_and_other_objects_attributes_are_not_code():
     src = scan(SOURCE)
-    assert src.defined == {"A": {"__setstate__", "forward"}, "f": set()}
+    assert src.methods("A") == {"__setstate__", "forward"} and src.methods("f") == set()
     assert src.refs == {"__torch__.B", "__torch__.A", "__torch__.torch.nn.functional.relu"}
-    assert [(u.spelled, u.owner) for u in src.uses] == [("torch.save", "A.forward"),
+    # getattr(torch, ...) holds torch as a value: any operator (torch.jit.save never writes it)
+    assert [(u.spelled, u.owner) for u in src.uses] == [("torch", "A.forward"),
                                                         ("torch.save", "f")]
 
 
@@ -351,3 +352,8 @@ def test_an_archive_read_from_a_file_object_is_the_same(tmp_path):
     data = path.read_bytes()
     pf = read_pickle_file_object(io.BytesIO(data), path.name, len(data))
     assert dataclasses.replace(pf, storages={}) == dataclasses.replace(read(path), storages={})
+
+
+def test_past_the_cap_uses_are_not_all_listed():
+    src = scan("def f(x: Tensor) -> Tensor:\n" + "  torch.save(x, 'p')\n" * (MAX_USES + 50))
+    assert len(src.uses) == MAX_USES and src.more and src.uses[-1].owner == "f"

@@ -139,10 +139,12 @@ def test_traversal_keeps_its_words():
 
 def test_every_pickle_is_checked():
     pf = read(cz.other_pickles("c"))
-    assert pf.problems[:2] == (error(UNSAFE_ENTRY.format("archive/constants.pkl")),
-                               error(UNSAFE_ENTRY.format("other/data.pkl")))
-    # archive/constants.pkl makes it TorchScript: torch.load hands it to torch.jit.load
-    assert pf.kind == "torchscript" and [p.severity for p in pf.problems[2:]] == [WARNING]
+    assert {error(UNSAFE_ENTRY.format("archive/constants.pkl")),
+            error(UNSAFE_ENTRY.format("other/data.pkl"))} <= set(pf.problems)
+    # archive/constants.pkl makes it TorchScript: torch.load hands it to torch.jit.load, whose
+    # constants table then lacks the records its tensors name
+    assert pf.kind == "torchscript" and [p.severity for p in pf.problems].count(WARNING) == 1
+    assert error("storage record constants/0 is missing (a tensor needs 4 bytes)") in pf.problems
     assert pf.unsafe == ("os.system",) and "payload" not in pf.obj
 
 

@@ -154,6 +154,10 @@ def _fields(entry, label: str) -> tuple[tuple, bool]:
                              "[dtype, shape, data_offsets]")
         dtype, shape, offsets = entry
         serde_only = True
+    elif (type(entry) is Obj and len(entry) == 3 and entry[0][0] == "dtype"
+          and entry[1][0] == "shape" and entry[2][0] == "data_offsets"):
+        (_, dtype), (_, shape), (_, offsets) = entry  # the writer's own order
+        serde_only = False
     elif type(entry) is Obj:
         found: dict = {}
         for key, value in entry:

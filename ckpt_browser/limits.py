@@ -62,10 +62,15 @@ class Limits:
         256 * MiB, "zip central directory", env="CKPT_BROWSER_MAX_ZIP_DIRECTORY_BYTES",
         unit="bytes")
     dcp_metadata_bytes: int = _cap(
-        256 * MiB, "DCP `.metadata`", env="CKPT_BROWSER_MAX_DCP_METADATA_BYTES", unit="bytes",
-        note="thousands of ranks x thousands of tensors, one chunk each")
+        12 * MiB, "DCP `.metadata`", env="CKPT_BROWSER_MAX_DCP_METADATA_BYTES", unit="bytes",
+        note="about 100,000 chunks with their storage records, a tensor sharded on 1,000 ranks "
+        "being 1,000; each costs ~4 KB of memory and ~60 microseconds to read")
     dcp_metadata_ops: int = _cap(
-        64_000_000, "opcodes run in a DCP `.metadata`", env="CKPT_BROWSER_MAX_DCP_METADATA_OPS")
+        6_000_000, "opcodes run in a DCP `.metadata`", env="CKPT_BROWSER_MAX_DCP_METADATA_OPS",
+        note="a chunk with its storage record runs about 64")
+    dcp_items: int = _cap(
+        1000, "non-tensor DCP items decoded under one prefix (`train_state.`, `dataloader.` ...)",
+        note="the shallowest keys first; the others are listed by name, with a warning")
     dcp_item_bytes: int = _cap(
         1 * MiB, "a non-tensor DCP item decoded (steps, loader state)",
         env="CKPT_BROWSER_MAX_DCP_ITEM_BYTES", unit="bytes")

@@ -129,17 +129,20 @@ def read_dcp(folder: str, rel: str) -> DcpCheckpoint:
     else:
         metas = [n for n in names if RANK_METADATA.match(n)]
         problems.append(_no_metadata(where, names, metas))
-    entries: dict[str, DcpEntry] = {}
+    merged = _Merged()
     version, read_any = None, False
     unsafe: list[str] = []
     for meta in metas:
-        got = _read_metadata(os.path.join(folder, meta), where(meta))
+        got, size = _read_metadata(os.path.join(folder, meta), where(meta))
         problems.extend(got.problems)
         unsafe.extend(u for u in got.unsafe if u not in unsafe)
+        if got.ok and _repeated(got.obj, size, where(meta), problems):
+            continue
         if got.ok:
             read_any = True
             version = version or _version(got.obj)
-            _merge(entries, _entries(got.obj, where(meta), problems))
+            merged.add(_entries(got.obj, where(meta), problems))
+    entries = merged.entries()
     if read_any:
         problems.extend(_check_files(entries, files, where))
     problems.extend(unsafe_problems(os.path.join(rel, ".metadata") if rel else ".metadata",
@@ -158,9 +161,10 @@ def _no_metadata(where, names: list[str], per_rank: list[str]) -> Problem:
     return Problem(ERROR, where(METADATA), f"incomplete: no .metadata (DCP writes it last){note}")
 
 
-def _read_metadata(path: str, name: str) -> Unpickled:
-    def fail(message: str) -> Unpickled:
-        return Unpickled(problems=(Problem(ERROR, name, message),))
+def _read_metadata(path: str, name: str) -> tuple[Unpickled, int]:
+    """The unpickled metadata and the file's size in bytes."""
+    def fail(message: str) -> tuple[Unpickled, int]:
+        return Unpickled(problems=(Problem(ERROR, name, message),)), 0
     try:
         with open_regular(path) as f:
             size, most = os.fstat(f.fileno()).st_size, limits.LIMITS.dcp_metadata_bytes
@@ -178,7 +182,31 @@ def _read_metadata(path: str, name: str) -> Unpickled:
         got.problems += (Problem(ERROR, name, f"not DCP metadata: the pickle holds "
                                  f"{short(got.obj)}"),)
         got.ok = False
-    return got
+    return got, len(data)
+
+
+# A chunk as torch writes it (a ChunkStorageMetadata of two torch.Size, and for a placed one a
+# MetadataIndex and a _StorageInfo) takes 39 to 200 bytes of the pickle; more chunks than one per
+# CHUNK_BYTES of the file can only be the same objects referenced again and again.
+CHUNK_BYTES = 16
+FREE_CHUNKS = 10_000  # so many chunks are read whatever the file's size
+
+
+def _repeated(meta: _Record, size: int, name: str, problems: list[Problem]) -> bool:
+    """Whether the metadata names far more chunks than its bytes can hold (shared references:
+    a 80 KB file whose 1,000 tensors all list one memoised list of 1,000 chunks describes a
+    million); then it is refused, in one problem, before any chunk is looked at."""
+    sdm = meta.get("state_dict_metadata")
+    if type(sdm) is not dict:
+        return False
+    chunks = sum(len(c) for md in sdm.values() if _is(md, "TensorStorageMetadata")
+                 and type(c := md.get("chunks")) is list)
+    if chunks <= max(FREE_CHUNKS, size // CHUNK_BYTES):
+        return False
+    problems.append(Problem(ERROR, name, f"names {chunks:,} chunks in {size:,} bytes: the same "
+                            "chunks referenced again and again (torch writes each one apart, in "
+                            f"over {CHUNK_BYTES} bytes); not read"))
+    return True
 
 
 def _is(obj, kind: str) -> bool:
@@ -256,17 +284,38 @@ def _chunk(offsets, sizes, info: _Record | None) -> DcpChunk:
                     length if ok else None)
 
 
-def _merge(into: dict[str, DcpEntry], more: dict[str, DcpEntry]) -> None:
-    """Per-rank metadata files each describe that rank's chunks; a tensor's chunks add up."""
-    for key, entry in more.items():
-        old = into.get(key)
-        if old is None or old.kind != "tensor" or entry.kind != "tensor":
-            into.setdefault(key, entry)
-            continue
-        seen = {c.offsets for c in old.chunks}
-        extra = tuple(c for c in entry.chunks if c.offsets not in seen)
-        into[key] = DcpEntry(key, "tensor", old.dtype or entry.dtype, old.shape or entry.shape,
-                             old.chunks + extra)
+class _Merged:
+    """Per-rank metadata files each describe that rank's chunks; a tensor's chunks add up, each
+    offset once. Kept as lists until `entries()`, so 4,096 per-rank files cost 4,096 merges,
+    not 4,096 copies of every chunk merged before."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, DcpEntry] = {}
+        self.chunks: dict[str, list] = {}
+        self.offsets: dict[str, set] = {}
+        self.dtype: dict[str, str | None] = {}
+        self.shape: dict[str, tuple | None] = {}
+
+    def add(self, more: dict[str, DcpEntry]) -> None:
+        for key, entry in more.items():
+            old = self.first.setdefault(key, entry)
+            if old.kind != "tensor" or entry.kind != "tensor":
+                continue
+            if key not in self.chunks:
+                self.chunks[key], self.offsets[key] = [], set()
+                self.dtype[key], self.shape[key] = entry.dtype, entry.shape
+            offsets = self.offsets[key]
+            for c in entry.chunks:
+                if old is entry or c.offsets not in offsets:  # one file keeps its own repeats
+                    self.chunks[key].append(c)
+            offsets.update(c.offsets for c in entry.chunks)
+            self.dtype[key] = self.dtype[key] or entry.dtype
+            self.shape[key] = self.shape[key] or entry.shape
+
+    def entries(self) -> dict[str, DcpEntry]:
+        return {key: DcpEntry(key, "tensor", self.dtype[key], self.shape[key],
+                              tuple(self.chunks[key])) if key in self.chunks else entry
+                for key, entry in self.first.items()}
 
 
 def _check_files(entries: dict[str, DcpEntry], files: dict[str, int], where) -> list[Problem]:

@@ -23,9 +23,9 @@ from pathlib import Path
 from ckpt_browser.limits import LIMITS
 
 # The caps the code states for one read are 64 MiB (a pickle, a JSON state file) and 256 MiB
-# (DCP metadata, a zip's central directory). Fuzz inputs are under 4 MiB, so an honest read of
+# (a zip's central directory). Fuzz inputs are under 4 MiB, so an honest read of
 # one stays far below the larger cap; going over it means a declared size was believed.
-MEMORY_LIMIT = LIMITS.dcp_metadata_bytes  # 256 MiB, tracemalloc peak per call
+MEMORY_LIMIT = LIMITS.zip_directory_bytes  # 256 MiB, tracemalloc peak per call
 assert MEMORY_LIMIT >= LIMITS.pickle_bytes
 # Seconds of CPU per call on a small input: CPU time, not wall time, so that other processes
 # on a busy two-core machine cannot fail a test. A call looping past twice that is stopped by a

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from ckpt_browser import limits
 from ckpt_browser.analysis.state.common import (
     INCOMPLETE,
     OK,
@@ -24,7 +25,7 @@ from ckpt_browser.analysis.state.common import (
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.optimizer import optimizer_from_dcp
 from ckpt_browser.analysis.state.weights import weights_component
-from ckpt_browser.model import WARNING, Component, Problem
+from ckpt_browser.model import WARNING, Component, Problem, natural_key
 from ckpt_browser.readers.detection.dcp import DCP_DATA
 from ckpt_browser.readers.frameworks import Detection
 from ckpt_browser.standins import DcpCheckpoint
@@ -118,12 +119,40 @@ def _model_and_optimizer(det: Detection, fs: StateFiles, out: Found,
 
 
 def _values(fs: StateFiles, d: DcpCheckpoint, prefix: str) -> dict:
-    """Non-tensor DCP items under `prefix`, decoded when small and plain; tensors as labels."""
+    """Items under `prefix`: non-tensor ones decoded when small and plain, tensors as labels.
+    At most the dcp_items limit are decoded (each is a small zip and a pickle): READ_FIRST,
+    then the shallowest keys (dp_world_size before dp_rank_7.state); the others keep their
+    key, valued NOT_DECODED, and a warning counts them. Items in the same bytes are decoded
+    once."""
+    most = limits.LIMITS.dcp_items
+    keys = [k for k in d.entries if k.startswith(prefix)]
+    chosen = set(sorted(keys, key=lambda k: (k[len(prefix):] not in READ_FIRST, k.count("."),
+                                             natural_key(k)))[:most])
+    decoded: dict[tuple, object] = {}
     values = {}
-    for key, e in d.entries.items():
-        if key.startswith(prefix):
-            values[key[len(prefix):]] = jsonable(fs.dcp_value("", e))
+    for key in keys:
+        e = d.entries[key]
+        if key not in chosen:
+            values[key[len(prefix):]] = NOT_DECODED
+            continue
+        c = e.chunks[0] if e.kind != "tensor" and e.chunks else None
+        where = (c.file, c.offset, c.length) if c is not None else (key,)
+        if where not in decoded:
+            decoded[where] = jsonable(fs.dcp_value("", e))
+        values[key[len(prefix):]] = decoded[where]
+    if len(keys) > most:
+        fs.problems.append(Problem(WARNING, _metadata_name(d), f"{len(keys):,} items under "
+                                   f"{prefix}*: only {most:,} were decoded (the shallowest "
+                                   "keys); the others are listed by name only"))
     return values
+
+
+NOT_DECODED = "(not decoded: too many items)"
+READ_FIRST = ("step", "ntokens_seen", "last_epoch", "dp_world_size", "world_size")
+
+
+def _metadata_name(d: DcpCheckpoint) -> str:
+    return f"{d.folder}/.metadata" if d.folder else ".metadata"
 
 
 def _unsafe_items(kind: str, files, values: dict, prefix: str) -> Component | None:

@@ -92,8 +92,9 @@ def test_real_torch_files_read_silently():
           (G("mypkg.x", "S"), 1, None)), "makes an object of the class mypkg.x.S"),
     # torch's rebuilders: the tensor's class, its attributes, its hooks
     (Call(G("torch._tensor", "_rebuild_from_type_v2"),
-          (G("torch._utils", "_rebuild_tensor_v2"), G("mypkg.x", "T"), (), {})),
-     "makes a tensor of the class mypkg.x.T"),
+          (G("torch._utils", "_rebuild_tensor_v2"), G("torch._subclasses.fake_tensor",
+                                                      "FakeTensor"), (), {})),
+     "makes a tensor of the class torch._subclasses.fake_tensor.FakeTensor"),
     (Call(G("torch._tensor", "_rebuild_from_type_v2"),
           (G("torch._utils", "_rebuild_tensor_v2"), G("torch", "Tensor"), (),
            {"__class__": G("mypkg.x", "T")})), "sets the attribute '__class__' of a tensor"),
@@ -104,8 +105,9 @@ def test_real_torch_files_read_silently():
           (storage("0", 2), 0, (2,), (1,), False, {0: G("mypkg.x", "hook")})),
      "_rebuild_tensor_v2 (given mypkg.x.hook)"),
     (Call(G("torch._utils", "_rebuild_wrapper_subclass"),
-          (G("mypkg.x", "T"), G("torch", "float32"), (2,), (1,), 0, G("torch", "strided"),
-           Call(G("torch", "device"), ("cpu",)), False)), "makes a tensor of the class mypkg.x.T"),
+          (G("xml.dom.minidom", "Node"), G("torch", "float32"), (2,), (1,), 0,
+           G("torch", "strided"), Call(G("torch", "device"), ("cpu",)), False)),
+     "makes a tensor of the class xml.dom.minidom.Node"),
     # a defaultdict's factory runs on the first missing key
     (Call(G("collections", "defaultdict"), (G("mypkg.x", "make"),)),
      "keeps mypkg.x.make as its factory"),
@@ -170,6 +172,15 @@ def test_items_and_keys_that_run_an_objects_methods_are_unsafe():
 def test_a_persistent_id_holding_code_is_unsafe():
     got = read(dumps({"t": PersId(("storage", G("torch", "FloatStorage"), "0", EVIL, 2))}, 2))
     assert any("persistent id holding a mypkg.x.Evil object" in u for u in got.unsafe)
+
+
+def test_a_tensor_of_another_modules_class_is_an_import_like_its_objects():
+    node = Call(G("torch._tensor", "_rebuild_from_type_v2"),
+                (G("torch._utils", "_rebuild_tensor_v2"), G("torchao.dtypes", "AffineQuantized"),
+                 (storage("0", 2), 0, (2,), (1,), False, Call(G("collections", "OrderedDict"),
+                                                              ())), {}))
+    got = read(dumps(node, 2))
+    assert got.unsafe == () and got.imports == ("torchao.dtypes.AffineQuantized",)
 
 
 def test_a_torch_module_keeps_its_children_and_your_classes_are_an_import():

@@ -28,8 +28,33 @@ BIT_GENERATORS = {"MT19937": "numpy.random._mt19937.MT19937", "PCG64": "numpy.ra
                   "PCG64DXSM": "numpy.random._pcg64.PCG64DXSM",
                   "Philox": "numpy.random._philox.Philox", "SFC64": "numpy.random._sfc64.SFC64"}
 BIT_GENERATOR_CTOR = "numpy.random._pickle.__bit_generator_ctor"
-TENSOR_TYPES = frozenset({"torch.Tensor", "torch.nn.parameter.Parameter",
-                          "torch.nn.parameter.Buffer"})
+# torch's tensor classes whose __setstate__ is Tensor's own (read off torch 2.13); the
+# tracing-only ones (FakeTensor, FunctionalTensor) are left out: their methods enter modes
+TENSOR_TYPES = frozenset({
+    "torch.Tensor", "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer",
+    "torch.nn.parameter.UninitializedParameter", "torch.nn.parameter.UninitializedBuffer",
+    "torch.distributed.tensor.DTensor", "torch.distributed.tensor._api.DTensor",
+    "torch.distributed.fsdp._flat_param.FlatParameter",
+    "torch.distributed.tensor._shards_wrapper.LocalShardsWrapper",
+    "torch.nested._internal.nested_tensor.NestedTensor",
+    "torch.masked.maskedtensor.core.MaskedTensor",
+    "torch.sparse.semi_structured.SparseSemiStructuredTensorCUTLASS",
+    "torch.sparse.semi_structured.SparseSemiStructuredTensorCUSPARSELT",
+})
+
+
+def tensor_class(u, cls, what: str) -> None:
+    """The class a torch rebuilder makes a tensor of: torch's own with Tensor's __setstate__;
+    a class of another module is imported and its code runs (the imports warning, as for any
+    object rebuilt from it); any other class of known code is unsafe."""
+    if type(cls) is Opaque and u.is_global(cls):
+        q = cls.qualname
+        if q in TENSOR_TYPES or u.user_allowed(q):
+            return
+        if not u.known_code(q):
+            u.rebuilt(cls)
+            return
+    raise Reaches(f"makes a tensor of the class {_name(cls)}, whose {what} runs")
 
 
 def hazard(u, value) -> str | None:
@@ -220,9 +245,10 @@ def _enum(u, args) -> None:  # an Enum pickles as Cls(value)
 
 
 def _wrapper_subclass(u, args) -> None:  # (cls, dtype, size, stride, offset, layout, device, rg)
-    cls = arity(args, 8, 8)[0]
-    if not (type(cls) is Opaque and u.is_global(cls) and cls.qualname in TENSOR_TYPES):
-        raise Reaches(f"makes a tensor of the class {_name(cls)}, whose methods then run")
+    tensor_class(u, arity(args, 8, 8)[0], "__torch_dispatch__")
+    found = hazard(u, args[1:])
+    if found:
+        raise Reaches(f"given {found}")
 
 
 def _name(value) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ckpt_browser.readers.pickle_safe.calls import TENSOR_TYPES, hazard, plain
+from ckpt_browser.readers.pickle_safe.calls import hazard, plain, tensor_class
 from ckpt_browser.readers.pickle_safe.checks import U63, BadCall, Reaches, arity, dims
 from ckpt_browser.readers.pickle_safe.dtypes import ITEMSIZE
 from ckpt_browser.readers.pickle_safe.limits import short
-from ckpt_browser.standins import Opaque, TensorRef
+from ckpt_browser.standins import TensorRef
 
 
 def storage_ref(u, pid: tuple) -> TensorRef | None:
@@ -130,10 +130,7 @@ def rebuild_from_type(u, args):  # torch._tensor._rebuild_from_type_v2(func, new
     """ret = func(*args), then ret.as_subclass(new_type) and new_type's __setstate__(state)
     when it has its own: the class must be torch's tensor or parameter."""
     func, new_type, inner, state = arity(args, 4, 4)
-    if not (type(new_type) is Opaque and u.is_global(new_type)
-            and (new_type.qualname in TENSOR_TYPES or u.user_allowed(new_type.qualname))):
-        name = new_type.qualname if type(new_type) is Opaque else short(new_type)
-        raise Reaches(f"makes a tensor of the class {name}, whose __setstate__ runs")
+    tensor_class(u, new_type, "__setstate__")
     object_state(u, state)
     result = u.call(func, inner)
     if type(result) is TensorRef and new_type.qualname.endswith(".Parameter"):

@@ -170,6 +170,9 @@ class SafeUnpickler(Numbers, Containers, _P):
     def user_allowed(self, qual: str) -> bool:
         return user_allowed(qual)
 
+    def known_code(self, qual: str) -> bool:
+        return is_known_code(qual)
+
     def check_build(self, inst: Opaque, state) -> None:
         """BUILD on a stand-in. Unsafe: setting attributes of a class or function itself (a
         monkey-patch), a state that plants __setstate__ or a dunder slot (the next BUILD calls

@@ -70,7 +70,8 @@ class Limits:
         note="a chunk with its storage record runs about 64")
     dcp_items: int = _cap(
         1000, "non-tensor DCP items decoded under one prefix (`train_state.`, `dataloader.` ...)",
-        note="the shallowest keys first; the others are listed by name, with a warning")
+        note="step, last_epoch and world sizes first, then the shallowest keys; the others are "
+        "listed by name, with a warning")
     dcp_item_bytes: int = _cap(
         1 * MiB, "a non-tensor DCP item decoded (steps, loader state)",
         env="CKPT_BROWSER_MAX_DCP_ITEM_BYTES", unit="bytes")

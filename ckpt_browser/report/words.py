@@ -137,22 +137,50 @@ def family_phrase(members: list[str]) -> str:
 
 # --- numbers ------------------------------------------------------------------------------------
 
-def size(n: int | None) -> str:
-    """Bytes for people: 104.6 KiB, 648.2 GiB."""
-    return "?" if n is None else humanize.naturalsize(n, binary=True, format="%.1f")
+QIB = 1024**10  # humanize's largest binary unit; a size past it is said in powers of ten
 
 
-def size_cell(n: int | None) -> str:
+def size(n: int | float | None) -> str:
+    """Bytes for people: 104.6 KiB, 648.2 GiB. Whatever a file claims: 7.89e+277 QiB, "nan
+    bytes", "a 1,000-digit number of bytes", never an exception or a 300-digit number."""
+    if n is None:
+        return "?"
+    if isinstance(n, float) and not math.isfinite(n):
+        return f"{n} bytes"
+    if abs(n) >= QIB:
+        big = _past_float(n)
+        return f"{big} of bytes" if big else f"{n / QIB:.3g} QiB"
+    return humanize.naturalsize(n, binary=True, format="%.1f")
+
+
+def size_cell(n: int | float | None) -> str:
     """`size` for a table cell: "128 B", not "128 Bytes"."""
     return size(n).replace(" Bytes", " B").replace(" Byte", " B")
 
 
-def count(n: int) -> str:
-    """Parameter counts the way ML people say them: 671.0B, 7.2M."""
+def count(n: int | float) -> str:
+    """Parameter counts the way ML people say them: 671.0B, 7.2M; past 1,000T in powers of ten
+    (1e+40); inf and nan as Python spells them."""
+    if isinstance(n, float) and not math.isfinite(n):
+        return str(n)
+    big = _past_float(n)
+    if big:
+        return big
+    if n < 0:
+        return "-" + count(-n)
+    if n >= 10**15:
+        return f"{n:.3g}"
     for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if n >= scale:
             return f"{n / scale:.1f}{unit}"
     return str(n)
+
+
+def _past_float(n: int | float) -> str | None:
+    """"a 1,000-digit number" for an integer no float can hold (past 1.8e308), else None."""
+    if isinstance(n, int) and abs(n) > 2**1023:
+        return f"a {'negative ' if n < 0 else ''}{len(str(abs(n))):,}-digit number"
+    return None
 
 
 def short_number(x: float | int | None) -> str:
@@ -160,7 +188,7 @@ def short_number(x: float | int | None) -> str:
     if x is None:
         return "n/a"
     if isinstance(x, int):
-        return f"{x:,}"
+        return _whole(x, 4)
     return "0" if x == 0 else f"{x:.4g}"
 
 
@@ -169,10 +197,20 @@ def full_number(x: float | int | None) -> str:
     if x is None:
         return "n/a"
     if isinstance(x, int):
-        return f"{x:,}"
+        return _whole(x, 7)
     return f"{x:.7g}"
 
 
+def _whole(x: int, digits: int) -> str:
+    """An integer with its commas, or past 10**21 (a step counter no run reaches) in powers
+    of ten: 1e+40, "a 1,000-digit number"."""
+    if abs(x) < 10**21:
+        return f"{x:,}"
+    return _past_float(x) or f"{x:.{digits}g}"
+
+
 def json_float(x: float | None) -> float | None:
-    """JSON has no NaN or Infinity: those become null."""
+    """JSON has no NaN or Infinity: those become null (an int passes whole)."""
+    if isinstance(x, int):
+        return x
     return x if x is not None and math.isfinite(x) else None

@@ -152,11 +152,21 @@ def name_list(files, n: int = 3) -> str:
 
 
 def num(v) -> str:
+    """A number in a sentence: 0.001, 3; a step of 10**40 as 1e+40 and one no float holds as
+    "a 1,000-digit number", so a hostile file cannot flood the line."""
     if isinstance(v, float):
         return f"{v:g}"
     if isinstance(v, list):
-        return "[" + ", ".join(num(x) for x in v) + "]"
+        return "[" + ", ".join(num(x) for x in v[:MAX_LISTED]) + (
+            f", ... {len(v) - MAX_LISTED:,} more]" if len(v) > MAX_LISTED else "]")
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**21:
+        if abs(v) > 2**1023:
+            return f"a {'negative ' if v < 0 else ''}{len(str(abs(v))):,}-digit number"
+        return f"{v:g}"
     return str(v)
+
+
+MAX_LISTED = 8  # values of a list shown in a sentence (base_lrs of 8 param groups)
 
 
 def leaf(f: str) -> str:

@@ -5,8 +5,6 @@ Non-tensor items (steps, loader state) are small torch.save zips, decoded with t
 
 from __future__ import annotations
 
-import re
-
 from ckpt_browser import limits
 from ckpt_browser.analysis.state.common import (
     INCOMPLETE,
@@ -174,7 +172,7 @@ def _titan_data(fs: StateFiles, d: DcpCheckpoint, files, out: Found) -> Componen
                        "resume.", {"stored": False})
     world = vals.get("dp_world_size", vals.get("world_size"))
     per_rank = sorted({k.split(".")[0] for k in vals if k.startswith("dp_rank_")},
-                      key=lambda k: int(re.sub(r"\D", "", k) or 0))
+                      key=natural_key)  # int() refuses a rank of 4,300 digits
     facts = {"stored": True, "world_size": jsonable(world), "per_rank": per_rank,
              "state": dict(sorted(vals.items())[:50])}
     if as_int(world):

@@ -157,10 +157,6 @@ class StateFiles:
         return functools.partial(self.scalar, pf) if pf is not None else (lambda v: None)
 
 
-def _not_json(token: str):
-    raise ValueError(f"{token} is not JSON")  # Python's json accepts NaN/Infinity; JSON does not
-
-
 def read_json(path: str, limit: int) -> tuple[dict | None, str]:
     try:
         size = os.path.getsize(path)
@@ -168,7 +164,9 @@ def read_json(path: str, limit: int) -> tuple[dict | None, str]:
             return None, (f"{size:,} bytes, over the {limit:,}-byte limit for JSON; not read "
                           f"({limits.env('json_bytes')} raises it)")
         with open_regular(path) as f:
-            doc = json.loads(f.read().decode("utf-8"), parse_constant=_not_json,
+            # NaN and Infinity as the frameworks read them (json.loads): the Trainer writes a
+            # NaN grad_norm or loss into trainer_state.json and resumes from it all the same
+            doc = json.loads(f.read().decode("utf-8"), parse_constant=float,
                              parse_int=int_from_text)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         return None, f"not valid JSON: {e}"

@@ -75,7 +75,7 @@ def check_other_problems(draft: Draft, ts: TrainingState) -> None:
     information, since the component's status already carries what the resume needs; except
     an unsafe pickle (a training_args.bin that would run code ...), which is an error wherever
     it is: a checkpoint holding one is not a checkpoint to resume from as it is."""
-    named = draft.named()
+    named = set(draft.named())
     seen = set()
     for p in ts.problems:
         if p.severity == INFO or not p.file or p.file in named or (p.file, p.message) in seen:
@@ -94,5 +94,6 @@ def check_other_problems(draft: Draft, ts: TrainingState) -> None:
                       "way runs that code: someone made or changed this checkpoint to attack "
                       "its user. Resume only from files that hold no code (safetensors weights), "
                       "after deleting this one.")
+            named.add(p.file)  # one such finding a file: its reader and its component both say it
         else:
             draft.add(INFO, owner, p.file, f"{p.file}: {p.message}.")

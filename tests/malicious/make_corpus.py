@@ -1181,6 +1181,7 @@ def _():
 # tests.malicious.make_corpus, so there is one registry).
 if __name__ != "__main__":  # as a script, main() below runs the imported registry instead
     from tests.malicious import (  # noqa: E402,F401
+        cases_budget,
         cases_code,
         cases_gadgets,
         cases_legacy,

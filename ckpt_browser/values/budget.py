@@ -35,6 +35,7 @@ class Plan:
     over_file: list = field(default_factory=list)  # not read: each would read a file too often
     budget_reason: str = ""  # "over the values budget of 64.0 GiB (... raises it)"
     file_reason: str = ""  # "they would read 64.0 GiB from optimizer.pt, which holds ..."
+    _lines: list | None = field(default=None, repr=False)
 
     @property
     def unread(self) -> list:
@@ -49,8 +50,10 @@ class Plan:
     def groups(self) -> list[tuple[list, str]]:
         """(items, one line saying why they are not read), for each reason that left some
         out: "values of 3 tensors (24.0 GiB) not read: over the values budget ..."."""
-        return [(items, f"values of {_tensors(len(items))} ({_size(_bytes(items))}) not read: "
-                        f"{why}") for items, why in self.reasons()]
+        if self._lines is None:  # 200,000 items: their bytes are summed once
+            self._lines = [(items, f"values of {_tensors(len(items))} ({_size(_bytes(items))}) "
+                                   f"not read: {why}") for items, why in self.reasons()]
+        return self._lines
 
     def message(self) -> str | None:
         """Every reason, in one line; None when everything is read."""
@@ -68,8 +71,9 @@ def plan(items: Sequence[Sequence[TensorLoc]], max_bytes: int | None = None,
     out = Plan()
     if len(items) > max_tensors:  # decided by the count alone: no file is looked at
         out.over_budget = list(items)
-        out.budget_reason = _budget_reason(_bytes(items), max_bytes, len(items), max_tensors,
-                                           flag)
+        spent = _bytes(items)
+        out.budget_reason = _budget_reason(spent, max_bytes, len(items), max_tensors, flag)
+        out.groups()
         return out
     tally: dict[tuple[int, str], int] = {}  # (side, file) -> bytes read from it so far
     disk = _Files()

@@ -98,7 +98,8 @@ def as_float(block: np.ndarray, dtype: str) -> np.ndarray:
     x = natural(block, dtype)
     if np.iscomplexobj(x):
         x = np.ascontiguousarray(x).view(x.real.dtype)
-    return x.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # a signalling NaN raises the flag; it stays a NaN
+        return x.astype(np.float64)
 
 
 def iter_blocks(loc: TensorLoc, block_bytes: int | None = None,
@@ -380,7 +381,9 @@ def _slabs(loc: TensorLoc, pieces: list[Piece], dtype, itemsize: int, block: int
         if filled != out.size:
             raise ValuesError(f"{loc.file}: {loc.name}: the chunks cover {filled:,} of the "
                               f"{out.size:,} elements in rows {r0:,}-{r1 - 1:,}")
-        yield out.reshape(-1)
+        flat = out.reshape(-1)
+        for i in range(0, flat.size, block):  # a row may be far longer than a block: the
+            yield flat[i:i + block]  # float64 copy of each block stays at block_bytes
 
 
 def _strided(loc: TensorLoc, p: Piece, dtype, itemsize: int, block: int,

@@ -22,7 +22,7 @@ from ckpt_browser.values import read as values_read
 from ckpt_browser.values.budget import plan
 from ckpt_browser.values.locate import TensorLoc
 
-from .helpers import craft, entry, save
+from .helpers import craft, entry
 from .values_helpers import CKPT3, CKPT6, RELEASE, locs
 
 MiB = 2**20
@@ -168,3 +168,29 @@ def test_diff_values_lists_the_pairs_left_out(capsys, reads, monkeypatch):
     said = [n for n in doc["notes"] if n.startswith(f"values of {len(left)} tensors")]
     assert said and err == f"ckpt-browser: {said[0]}\n"
     assert all(r["status"] != "values_changed" for r in left)
+
+
+# -- memory: a block is a block, however long a row ------------------------------------------
+
+def test_chunks_split_along_columns_come_in_blocks_of_block_elements(tmp_path, monkeypatch):
+    """A DCP tensor chunked along its second dimension is assembled a few rows at a time; a
+    row of 2**26 elements went to stats whole (a 512 MiB float64 copy, then another for the
+    deviations). Here rows of 4,096 elements with blocks of 1,024."""
+    import numpy as np
+
+    from ckpt_browser.values.locate import Piece
+    from ckpt_browser.values.read import iter_blocks
+
+    left, right = np.arange(0, 2 * 2048, dtype="<f4"), np.arange(5000, 5000 + 2 * 2048,
+                                                                   dtype="<f4")
+    path = tmp_path / "__0_0.distcp"
+    path.write_bytes(left.tobytes() + right.tobytes())
+    n = left.nbytes
+    loc = TensorLoc("w", "F32", (2, 4096), ".metadata", "weights",
+                    (Piece(str(path), 0, n, (0, 0), (2, 2048)),
+                     Piece(str(path), n, n, (0, 2048), (2, 2048))))
+    lower(monkeypatch, block_elements=1024)
+    blocks = list(iter_blocks(loc))
+    assert max(b.size for b in blocks) == 1024
+    want = np.concatenate([left.reshape(2, 2048), right.reshape(2, 2048)], axis=1).reshape(-1)
+    assert np.array_equal(np.concatenate(blocks), want)

@@ -207,7 +207,23 @@ def open_browser(path: str):
     if is_timeline(path):
         entries = find_checkpoints(path)
         timeline, path = (path, entries), entries[0].path
-    return make_app(open_layout(path), timeline)
+    return recording_notes(make_app(open_layout(path), timeline))
+
+
+def recording_notes(app):
+    """Keep every notice the app shows: a notice leaves the screen after its timeout (8 s),
+    which a walk on a loaded machine outlasts, so the test reads what was said, not what is
+    still showing."""
+    said: list[str] = []
+    show = app.notify
+
+    def notify(message, *, title="", **kw):
+        said.append(f"{title or ''}: {message}")
+        return show(message, title=title, **kw)
+
+    app.notify = notify
+    app.notes_said = said
+    return app
 
 
 def screen_text(app) -> str:
@@ -270,7 +286,8 @@ def alive(app) -> None:
 
 
 def notes(app) -> list[str]:
-    return [f"{n.title or ''}: {n.message}" for n in app._notifications]
+    """Every notice shown since the app opened (open_browser records them)."""
+    return list(app.notes_said)
 
 
 def cursor_key(app):

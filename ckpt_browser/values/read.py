@@ -399,6 +399,11 @@ def _strided(loc: TensorLoc, p: Piece, dtype, itemsize: int, block: int,
         buf = fd.read_exact(p.offset, p.length)
     flat = np.frombuffer(buf, dtype=dtype)
     view = np.lib.stride_tricks.as_strided(flat, loc.shape, [s * itemsize for s in loc.stride],
-                                           writeable=False).reshape(-1)
-    for i in range(0, view.size, block):
-        yield view[i:i + block]
+                                           writeable=False)
+    # gathered a block at a time, in row-major order: reshape(-1) would copy the whole view
+    # first (a view whose stride 0 repeats one element is gigabytes from 4 bytes)
+    for part in np.nditer(view, flags=["external_loop", "buffered", "zerosize_ok"],
+                          buffersize=block, order="C"):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        yield part.copy()  # the iterator's buffer is reused

@@ -194,3 +194,29 @@ def test_chunks_split_along_columns_come_in_blocks_of_block_elements(tmp_path, m
     assert max(b.size for b in blocks) == 1024
     want = np.concatenate([left.reshape(2, 2048), right.reshape(2, 2048)], axis=1).reshape(-1)
     assert np.array_equal(np.concatenate(blocks), want)
+
+
+def test_a_view_is_gathered_a_block_at_a_time(tmp_path):
+    """One stored row of 4,096 repeated 2**14 times (strides (0, 1), torch's expand): its first
+    block costs a block, not a copy of the whole view (reshape(-1) copied 256 MiB before the
+    first block; within a big file's allowance such a view could be gigabytes)."""
+    import tracemalloc
+
+    import numpy as np
+
+    from ckpt_browser.values.locate import Piece
+    from ckpt_browser.values.read import iter_blocks
+
+    path = tmp_path / "x.bin"
+    path.write_bytes(np.arange(4096, dtype="<f4").tobytes())
+    loc = TensorLoc("x", "F32", (2**14, 4096), "x.bin", "other",
+                    (Piece(str(path), 0, 4 * 4096, (0, 0), (2**14, 4096)),), (0, 1))
+    tracemalloc.start()
+    try:
+        first = next(iter_blocks(loc))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert first.size == limits.LIMITS.block_elements
+    assert np.array_equal(first, np.tile(np.arange(4096, dtype="<f4"), first.size // 4096))
+    assert peak < 32 * MiB

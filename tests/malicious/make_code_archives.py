@@ -9,7 +9,7 @@ make_corpus.py needs no torch and writes the same bytes every run, so it copies 
 (cases_code.py); this script is the only one that runs torch, and its output is committed.
 Under torch 2.13 two runs of this script write the same bytes: torch's entries carry its
 fixed 1980-01-01 time and `.data/serialization_id` is derived from the records, not drawn at
-random (TorchScript's debug records hold this file's line numbers: an edit here changes them). Source
+random (TorchScript's debug records hold this file's line numbers: an edit changes them). Source
 paths in TorchScript's debug records and torch.export's stack traces are made relative (the
 script fails if an absolute path of this machine is left), as sample_checkpoints does. The
 scripted payloads are torch's own operators (aten::save, aten::from_file); the pickled ones

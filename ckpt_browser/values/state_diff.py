@@ -22,7 +22,6 @@ from ckpt_browser.values.locate import TensorLoc
 __all__ = ["Flag", "LrGroup", "Pair", "StateDiff", "StateSide", "StepCounters", "state_diff"]
 
 MAX_COUNTERS = 100_000  # optimizer step tensors read per side
-MAX_DCP_LRS = 10_000  # DCP param-group lr items decoded per side
 FROZEN_SHOWN = 20
 USABLE = ("ok", "incomplete")  # statuses whose facts still describe what is on disk
 LOST = ("missing", "damaged", "unsafe")
@@ -218,7 +217,7 @@ def _lrs(t: TrainingState, label: str, notes: list[str]) -> list:
         lrs = [_number(g.get("lr")) if isinstance(g, dict) else None for g in groups]
         if any(v is not None for v in lrs):
             return lrs
-    lrs = _dcp_lrs(t)
+    lrs = _dcp_lrs(t, label, notes)
     if lrs:
         notes.append(f"{label}: DCP keeps param-group settings per parameter; its lr list is the "
                      f"distinct values in parameter order ({', '.join(num(v) for v in lrs)}).")
@@ -232,29 +231,43 @@ def _lrs(t: TrainingState, label: str, notes: list[str]) -> list:
     return []
 
 
-def _dcp_lrs(t: TrainingState) -> list[float]:
+def _dcp_lrs(t: TrainingState, label: str, notes: list[str]) -> list[float]:
+    """Distinct lr values of DCP's per-parameter param-group items, in parameter order: at
+    most the dcp_items limit decoded (a note says when more were left), items in the same
+    bytes decoded once."""
     if _status(t, "optimizer") not in USABLE:
         return []
     from ckpt_browser import limits
     from ckpt_browser.analysis.state.files import StateFiles
     from ckpt_browser.standins import DcpCheckpoint
 
+    most = limits.LIMITS.dcp_items
     out: list[float] = []
-    seen = 0
+    seen: dict[tuple, object] = {}
+    left = 0
     fs = StateFiles(t.root, limits.LIMITS.json_bytes)
     try:
         for d in t.files:
             if not isinstance(d, DcpCheckpoint) or d.unsafe:
                 continue
             for key, e in d.entries.items():
-                if e.kind == "tensor" or not _DCP_LR.match(key) or seen >= MAX_DCP_LRS:
+                if e.kind == "tensor" or not _DCP_LR.match(key):
                     continue
-                seen += 1
-                v = _number(fs.dcp_value(d.folder, e))
+                c = e.chunks[0] if e.chunks else None
+                where = (d.folder, c.file, c.offset, c.length) if c is not None else (key,)
+                if where not in seen and len(seen) >= most:
+                    left += 1
+                    continue
+                if where not in seen:
+                    seen[where] = _number(fs.dcp_value(d.folder, e))
+                v = seen[where]
                 if v is not None and v not in out:
                     out.append(v)
     finally:
         fs.close()
+    if left:
+        notes.append(f"{label}: {left:,} more DCP param-group lr items were not decoded (only "
+                     f"{most:,} are).")
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import json
 import random
 from pathlib import Path
 
@@ -243,3 +244,28 @@ def test_a_titan_sample_is_read_as_before():
     assert d.entries and not [p for p in d.problems if p.severity == "error"]
     assert all(tiling_problem(e.shape, e.chunks) is None for e in d.entries.values()
                if e.kind == "tensor")
+
+
+def test_diff_decodes_a_bounded_number_of_dcp_learning_rates(tmp_path, monkeypatch, capsys):
+    """1,500 per-parameter lr items, each in its own blob: diff decoded up to 10,000 of them per
+    side (about 1 ms each) and said nothing of the rest; now 1,000, and a note."""
+    from ckpt_browser.cli import main
+
+    decoded = []
+    real = StateFiles.dcp_value
+    monkeypatch.setattr(StateFiles, "dcp_value",
+                        lambda self, rel, e: decoded.append(e.key) or real(self, rel, e))
+    values = {**TITAN_ITEMS, **{f"optimizer.param_groups.layers.{i}.weight.lr": 0.001 * (i % 3)
+                                for i in range(1500)}}
+    meta, rank = dcp_folder(values)
+    for name in ("a", "b"):
+        step = tmp_path / name / "step-1"
+        step.mkdir(parents=True)
+        (step / ".metadata").write_bytes(meta)
+        (step / "__0_0.distcp").write_bytes(rank)
+    main(["diff", str(tmp_path / "a" / "step-1"), str(tmp_path / "b" / "step-1"), "--json"])
+    notes = json.loads(capsys.readouterr().out)["state"]["notes"]
+    lr = [k for k in decoded if k.endswith(".lr")]
+    assert len(lr) == 2 * 1000
+    assert "A (step 1): 500 more DCP param-group lr items were not decoded (only 1,000 are)." \
+        in notes

@@ -113,3 +113,10 @@ def test_the_browser_opens_an_index_claiming_a_999_digit_total_size(tmp_path, mo
     assert asyncio.run(session())
     assert os.listdir(tmp_path)  # (nothing removed)
     assert math.isfinite(float(words.size(2**70).split()[0]))
+
+
+def test_a_long_list_in_the_facts_says_how_much_is_left_out():
+    """jsonable keeps 1,000 items of a list; the rest were dropped without a word."""
+    got = common.jsonable(list(range(1500)))
+    assert got[:3] == [0, 1, 2] and len(got) == 1001 and got[-1] == "... 500 more"
+    assert common.jsonable((0.5, float("inf"))) == [0.5, "inf"]

@@ -77,7 +77,9 @@ def jsonable(value, scalar: Callable = lambda v: None, depth: int = 0):
     if isinstance(value, dict):
         return {str(k): jsonable(v, scalar, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v, scalar, depth + 1) for v in list(value)[:1000]]
+        items = list(value)
+        shown = [jsonable(v, scalar, depth + 1) for v in items[:1000]]
+        return shown + ([f"... {len(items) - 1000:,} more"] if len(items) > 1000 else [])
     return repr(value)[:200]
 
 

@@ -14,7 +14,7 @@ def stats_doc(s, loc) -> dict:
             "min": json_float(s.min), "max": json_float(s.max), "mean": json_float(s.mean),
             "std": json_float(s.std), "abs_max": json_float(s.abs_max), "nan": s.nan, "inf": s.inf,
             "zeros": s.zeros, "zero_fraction": s.zero_fraction, "hist": s.hist,
-            "hist_range": list(s.hist_range) if s.hist_range else None,
+            "hist_range": [json_float(v) for v in s.hist_range] if s.hist_range else None,
             "preview": [_plain(v) for v in s.preview], "bytes_read": s.bytes_read,
             "note": s.note or None}
 

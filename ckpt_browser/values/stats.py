@@ -87,6 +87,9 @@ def tensor_stats(loc: TensorLoc, cancel: threading.Event | None = None,
         out.std = math.sqrt(moments.m2 / (n - 1)) if n > 1 else None
         out.abs_max = max(abs(moments.lo), abs(moments.hi))
         out.hist, out.hist_range = hist.result(bins)
+        if hist.too_wide:
+            out.note = "; ".join(filter(None, [out.note, "no histogram: the finite values span "
+                                                         "more than a float can hold"]))
     return out
 
 
@@ -121,7 +124,7 @@ class _Moments:
         delta = bmean - self.mean
         total = self.n + k
         self.mean += delta * k / total
-        self.m2 += bm2 + delta * delta * self.n * k / total
+        self.m2 += bm2 + (delta * delta * self.n * k / total if self.n else 0.0)  # inf * 0: nan
         self.n = total
 
 
@@ -131,8 +134,15 @@ class _Hist:
         self.counts: np.ndarray | None = None
         self.lo = 0.0
         self.width = 1.0
+        self.too_wide = False  # the values span more than a float holds: no histogram
 
     def add(self, x: np.ndarray, lo: float, hi: float) -> None:
+        if self.too_wide:
+            return
+        if not math.isfinite(hi - lo) or not math.isfinite(
+                (max(abs(lo), abs(hi), abs(self.lo)) + self.bins * abs(self.width)) * 16):
+            self.too_wide, self.counts = True, None  # the edges would overflow to inf
+            return
         if self.counts is None:
             span = hi - lo
             self.width = span / self.bins * (1 + 1e-9) if span > 0 else 0.0
@@ -156,8 +166,10 @@ class _Hist:
         np.clip(idx, 0, self.bins - 1, out=idx)
         self.counts += np.bincount(idx.astype(np.intp), minlength=self.bins)
 
-    def result(self, bins: int) -> tuple[list[int], tuple[float, float]]:
-        """At most `bins` bins over the occupied part of the range."""
+    def result(self, bins: int) -> tuple[list[int], tuple[float, float] | None]:
+        """At most `bins` bins over the occupied part of the range; none when too wide."""
+        if self.counts is None:
+            return [], None
         nonzero = np.flatnonzero(self.counts)
         first, last = int(nonzero[0]), int(nonzero[-1])
         group = -(-(last - first + 1) // bins)

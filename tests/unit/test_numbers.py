@@ -120,3 +120,21 @@ def test_a_long_list_in_the_facts_says_how_much_is_left_out():
     got = common.jsonable(list(range(1500)))
     assert got[:3] == [0, 1, 2] and len(got) == 1001 and got[-1] == "... 500 more"
     assert common.jsonable((0.5, float("inf"))) == [0.5, "inf"]
+
+
+def test_stats_of_values_spanning_more_than_a_float(tmp_path, capsys):
+    """F64 values from -1.7e308 to 1.7e308: the histogram's edges overflowed to NaN and `stats
+    --json` wrote NaN (not JSON); std was nan (inf * 0) where torch says inf."""
+    import torch
+
+    save(tmp_path / "model.safetensors", {"x": torch.tensor(
+        [1.7e308, -1.7e308, 1e308, float("nan")], dtype=torch.float64)})
+    code, out, _ = run(capsys, "stats", tmp_path, "--json")
+    doc = json.loads(out, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    x = doc["tensors"][0]
+    assert code == 0 and x["std"] is None and x["hist"] == [] and x["hist_range"] is None
+    assert "no histogram" in x["note"] and (x["min"], x["max"], x["nan"]) == (-1.7e308, 1.7e308, 1)
+    t = torch.tensor([1.7e308, -1.7e308, 1e308], dtype=torch.float64)
+    assert math.isinf(float(t.std()))  # what torch says: inf, which JSON writes as null
+    code, out, _ = run(capsys, "stats", tmp_path)
+    assert "std inf" in out

@@ -113,8 +113,8 @@ class _Sums:
         rel = math.sqrt(self.dd) / math.sqrt(self.aa) if self.aa > 0 else (
             0.0 if self.dd == 0 else None)
         cos = self.ab / math.sqrt(self.aa * self.bb) if self.aa > 0 and self.bb > 0 else None
-        if cos is not None:
-            cos = max(-1.0, min(1.0, cos))
+        if cos is not None:  # nan (inf / inf: squares past the float range) is no cosine
+            cos = max(-1.0, min(1.0, cos)) if math.isfinite(cos) else None
         return ValueDiff(False, self.not_close == 0, self.max_abs,
                          self.sum_abs / self.finite if self.finite else None, rel, cos,
                          self.nonfinite, compared, read)

@@ -138,3 +138,18 @@ def test_stats_of_values_spanning_more_than_a_float(tmp_path, capsys):
     assert math.isinf(float(t.std()))  # what torch says: inf, which JSON writes as null
     code, out, _ = run(capsys, "stats", tmp_path)
     assert "std inf" in out
+
+
+def test_diff_values_whose_squares_pass_the_float_range(tmp_path, capsys):
+    """[1e300, 2e300] against [1e300, 3e300]: the norms overflow, and inf / inf made a cosine of
+    1.0 (nan clamped), as if the two were parallel."""
+    import torch
+
+    for side, last in (("a", 2e300), ("b", 3e300)):
+        (tmp_path / side).mkdir()
+        save(tmp_path / side / "model.safetensors",
+             {"x": torch.tensor([1e300, last], dtype=torch.float64)})
+    code, out, _ = run(capsys, "diff", tmp_path / "a", tmp_path / "b", "--values", "--json")
+    row = json.loads(out)["tensors"][0]
+    assert code == 1 and row["status"] == "values_changed"
+    assert row["cosine"] is None and row["max_abs_diff"] == 1e300

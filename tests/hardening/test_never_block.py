@@ -1,4 +1,4 @@
-"""Never block, never follow a loop (issue 23, item 4).
+"""Never block, never follow a loop (README "Safety").
 
 - Every open of a path in the package goes through readers/regular.py (open_regular, and
   read_small for small files with a size cap), which refuses FIFOs, sockets and devices

@@ -1,5 +1,5 @@
 """Pilot tests: a file that would run code is announced UNSAFE, never "Damaged"; a damaged
-one is damaged, never UNSAFE; one that is both says both (issue 23, "Words").
+one is damaged, never UNSAFE; one that is both says both (README "Safety").
 
 Cases from the malicious corpus, opened from an empty working folder (nothing in them runs,
 but a payload would write there).

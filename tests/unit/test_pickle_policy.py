@@ -166,7 +166,8 @@ def test_check_calls_a_hostile_training_args_out(tmp_path):
     errors = [f for f in report.findings if f.severity == ERROR]
     assert [f.file for f in errors] == ["training_args.bin"]
     assert "os.system (runs a command)" in errors[0].message
-    assert verdict_line(report).startswith("WEIGHTS-ONLY: training_args.bin is UNSAFE (would run code")
+    assert verdict_line(report).startswith(
+        "WEIGHTS-ONLY: training_args.bin is UNSAFE (would run code")
 
 
 def _torch_zip_of(pkl: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""A safetensors header's parse is bounded by what its bytes can hold (issue 23, item 5): the
+"""A safetensors header's parse is bounded by what its bytes can hold (README "Limits"): the
 JSON keys and values are counted in the raw bytes before anything is parsed, and a header
 over CKPT_BROWSER_MAX_SAFETENSORS_VALUES is refused with one line. A million tensors fit in
 the format's 100,000,000-byte header; Python's objects for them took 907 MB and 8.7 s.

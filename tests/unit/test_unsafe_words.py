@@ -1,5 +1,5 @@
 """UNSAFE is said UNSAFE, damage is said damaged, a file that is both says both, and only
-the components an unsafe file holds are unsafe (issue 23, "Words").
+the components an unsafe file holds are unsafe (README "Safety").
 
 Cases from the malicious corpus (tests/malicious), run through `ckpt_browser.cli.main` from an
 empty working folder: nothing in them is ever run, but a payload would write there.

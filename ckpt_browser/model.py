@@ -207,6 +207,11 @@ class Layout:
     detection: object = None  # what the file and folder names say (readers.detection.Detection)
     shown_as: str = ""  # how screens name it when not by its path (the bundled sample)
 
+    @cached_property
+    def shard_names(self) -> frozenset[str]:
+        """`shards` for `in`: an index may name 100,000 files, asked once per file."""
+        return frozenset(self.shards)
+
 
 @dataclass(frozen=True)
 class Checkpoint:

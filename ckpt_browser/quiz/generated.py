@@ -59,7 +59,8 @@ def generate(ckpt: Checkpoint | None, training: TrainingState | None = None,
     if ckpt is not None:
         tensors = _unique_tensors(ckpt)
         if len(ckpt.layout.shards) > 1:  # which shard: only where the weights are sharded
-            for t in _pick(rng, [t for t in tensors if t.file in ckpt.layout.shards], per_kind):
+            sharded = [t for t in tensors if t.file in ckpt.layout.shard_names]
+            for t in _pick(rng, sharded, per_kind):
                 found.append(shard_question(ckpt, t, rng))
         for t in _pick(rng, tensors, per_kind):
             found.append(dtype_question(ckpt, t, rng))
@@ -107,7 +108,7 @@ def _unique_tensors(ckpt: Checkpoint) -> list:
 
 def _record(ckpt: Checkpoint, t) -> tuple[str, str]:
     """Where a tensor's dtype and shape are written: a header, or the pickle's records."""
-    if t.file in ckpt.layout.shards or t.file.endswith(".safetensors"):
+    if t.file in ckpt.layout.shard_names or t.file.endswith(".safetensors"):
         return f"The header of {t.file}", f"Header của {t.file}"
     return f"The pickled records of {t.file}", f"Bản ghi pickle của {t.file}"
 

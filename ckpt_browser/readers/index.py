@@ -9,6 +9,7 @@ from ckpt_browser import limits
 from ckpt_browser.errors import ShardError
 from ckpt_browser.model import IndexInfo
 from ckpt_browser.readers.regular import open_regular
+from ckpt_browser.readers.walk import MAX_ENTRIES
 from ckpt_browser.standins import int_from_text
 
 
@@ -34,6 +35,10 @@ def read_index(path: str, name: str) -> IndexInfo:
         isinstance(v, str) for v in weight_map.values()
     ):
         raise ShardError('index has no "weight_map" object mapping tensor names to file names')
+    files = len(set(weight_map.values()))
+    if files > MAX_ENTRIES:  # each is read (or found missing) in turn: bounded like a listing
+        raise ShardError(f"index names {files:,} shard files, more than the {MAX_ENTRIES:,} "
+                         "a folder is listed with; not read")
     metadata = doc.get("metadata")
     if not isinstance(metadata, dict):
         metadata = {}

@@ -30,15 +30,14 @@ def rank_file(files, rank: int, zero: bool = False) -> str:
 
 def check_ranks(draft: Draft) -> None:
     rng = draft.components["rng"]
-    for r in _listed(draft, rng.facts.get("missing_ranks"), "rng", WARNING, "RNG files"):
+    for r in _listed(draft, rng.facts, "rng", WARNING, "RNG files"):
         name = rank_file(rng.files, r)
         draft.add(WARNING, "rng", name, f"{name} is missing: rank {r} will start from a fresh "
                   "RNG, so data order and dropout diverge from the original run; the resume will "
                   "not be bit-exact.")
     opt = draft.components["optimizer"]
     if "dp_ranks" in opt.facts:  # DeepSpeed ZeRO: one optimizer shard per data-parallel rank
-        for r in _listed(draft, opt.facts.get("missing_ranks"), "optimizer", ERROR,
-                         "ZeRO optimizer shards"):
+        for r in _listed(draft, opt.facts, "optimizer", ERROR, "ZeRO optimizer shards"):
             name = rank_file(opt.files, r, zero=True)
             draft.add(ERROR, "optimizer", name, f"{name} is missing: DeepSpeed needs the "
                       f"optimizer shard of every data-parallel rank (rank {r} here) and cannot "
@@ -46,10 +45,13 @@ def check_ranks(draft: Draft) -> None:
                       "is possible; copy the shard again or resume from an earlier checkpoint.")
 
 
-def _listed(draft: Draft, ranks, kind: str, severity: str, what: str) -> list[int]:
-    """The first ranks, one finding each; a count for the rest."""
-    ranks = list(ranks or ())
-    if len(ranks) > MAX_LISTED:
-        draft.add(severity, kind, None, f"{len(ranks) - MAX_LISTED:,} more {what} are missing "
-                  f"(ranks {ranks[MAX_LISTED]} to {ranks[-1]}).")
+def _listed(draft: Draft, facts: dict, kind: str, severity: str, what: str) -> list[int]:
+    """The first missing ranks, one finding each; a count for the rest (the facts list the
+    first ones and count them all when there are more)."""
+    ranks = list(facts.get("missing_ranks") or ())
+    count = facts.get("missing_rank_count", len(ranks))
+    if count > MAX_LISTED:
+        upto = f" to {ranks[-1]}" if count == len(ranks) else " on"
+        draft.add(severity, kind, None, f"{count - MAX_LISTED:,} more {what} are missing "
+                  f"(ranks {ranks[MAX_LISTED]}{upto}).")
     return ranks[:MAX_LISTED]

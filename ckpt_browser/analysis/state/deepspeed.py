@@ -25,7 +25,7 @@ from ckpt_browser.analysis.state.common import (
 )
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.optimizer import optimizer_facts, optimizer_ok
-from ckpt_browser.analysis.state.rng import gaps
+from ckpt_browser.analysis.state.rng import gaps, said_ranks
 from ckpt_browser.analysis.state.scaler import fp16_scaler_missing, scaler_from_state
 from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.weights import weights_component
@@ -107,15 +107,15 @@ def _zero_shards(ds: DeepSpeedParts, facts: dict) -> Component:
     """One optim_states file per data-parallel rank: all of them, or the optimizer is lost."""
     dp_ranks = sorted({int(DS_OPTIM.match(leaf(f)).group(1)) for f in ds.optim_files})
     world = as_int(ds.ms.get("dp_world_size"))
-    lost = sorted(set(gaps(dp_ranks)) | ({r for r in range(world) if r not in dp_ranks}
-                                           if world else set()))
+    lost, count = gaps(dp_ranks, world if world and world > 0 else None)
     facts.update(files=len(ds.optim_files), dp_ranks=len(dp_ranks))
     if lost:
         facts["missing_ranks"] = lost
+        if count > len(lost):
+            facts["missing_rank_count"] = count
         return Component("optimizer", INCOMPLETE, tuple(ds.optim_files),
-                         f"ZeRO optimizer shards for data-parallel rank"
-                         f"{'s' if len(lost) > 1 else ''} {', '.join(map(str, lost))} are missing: "
-                         "DeepSpeed cannot load the optimizer state.", facts)
+                         f"ZeRO optimizer shards for data-parallel {said_ranks(lost, count)} "
+                         "are missing: DeepSpeed cannot load the optimizer state.", facts)
     stage = facts.get("zero_stage")
     return Component("optimizer", OK, tuple(ds.optim_files),
                      f"ZeRO{f'-{stage}' if stage is not None else ''} optimizer state in "

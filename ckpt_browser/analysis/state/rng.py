@@ -37,9 +37,29 @@ def rank_of(name: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def gaps(ranks) -> list[int]:
-    have = set(ranks)
-    return [r for r in range(max(have) + 1) if r not in have] if have else []
+MAX_MISSING = 1_000  # missing ranks listed in the facts; the rest are counted
+
+
+def gaps(ranks, world: int | None = None) -> tuple[list[int], int]:
+    """The ranks with no file below the highest one found (or below `world`): the first
+    MAX_MISSING of them, and how many in all. Counted, never enumerated: a file named
+    rng_state_999999.pth, or a world size of 10**30 in a pickle, names that many ranks."""
+    have = sorted(set(ranks))
+    top = max(have[-1] + 1 if have else 0, world or 0)
+    listed: list[int] = []
+    below = -1
+    for r in [*have, top]:
+        listed.extend(range(below + 1, min(r, below + 1 + MAX_MISSING - len(listed))))
+        below = r
+    return listed, top - len(have)
+
+
+def said_ranks(listed: list[int], count: int, shown: int = 8) -> str:
+    """'rank 3', 'ranks 1, 2, 5' or 'ranks 1, 2, 3 ... and 999,995 more'."""
+    head = ", ".join(map(str, listed[:shown]))
+    more = f" and {count - min(shown, len(listed)):,} more" if count > min(shown, len(listed)) \
+        else ""
+    return f"rank{'s' if count > 1 else ''} {head}{more}"
 
 
 def generators(state, skip: str | None = None) -> list[str]:
@@ -73,20 +93,18 @@ def rng_component(fs: StateFiles, files, required=("python", "numpy", "cpu"),
         per_rank[r] = generators(f, skip="step")
         if "step" in f:
             micro[r] = jsonable(f["step"], fs.scalars(pf))
-    ranks = [rank_of(f) for f in files]
-    lost = gaps(ranks)
-    if expected:
-        lost = sorted(set(lost) | {r for r in range(expected) if r not in ranks})
+    lost, count = gaps([rank_of(f) for f in files], expected)
     facts: dict = {"ranks": per_rank}
     if micro:
         facts["micro_step"] = micro
     if lost:
         facts["missing_ranks"] = lost
+        if count > len(lost):
+            facts["missing_rank_count"] = count
         return Component("rng", INCOMPLETE, files,
-                         f"RNG state for rank{'s' if len(lost) > 1 else ''} "
-                         f"{', '.join(map(str, lost))} is missing: those ranks restart their "
-                         "random streams, so dropout and shuffling differ from an uninterrupted "
-                         "run.", facts), len(files) + len(lost)
+                         f"RNG state for {said_ranks(lost, count)} is missing: those ranks "
+                         "restart their random streams, so dropout and shuffling differ from an "
+                         "uninterrupted run.", facts), len(files) + count
     short = {r: [k for k in required if k not in keys] for r, keys in per_rank.items()}
     short = {r: ks for r, ks in short.items() if ks}
     if short:

@@ -1,0 +1,139 @@
+"""Inputs found by mutating the samples and the corpus controls (issue 23, "the inputs that
+still hang or crash"): each made a command crash, print a stray line or do work that grows
+faster than the input. Each test fails on the code before its fix."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import warnings
+
+import pytest
+import torch
+
+from ckpt_browser.analysis.components import training_state
+from ckpt_browser.cli import main
+
+from .component_helpers import DEEPSPEED, HF_MULTIRANK
+from .helpers import RELEASE, RUN6, craft, entry
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    code = main([*map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "internal error" not in err and "Traceback" not in err, err
+    return lines[0]
+
+
+# -- a zip record that claims a compression it does not have -----------------------------
+
+def _claim_method(path, member: bytes, method: int) -> None:
+    """Set the compression method of `member` in its central directory entry and its local
+    header (the bytes stay as they are: stored)."""
+    data = bytearray(path.read_bytes())
+    at = data.find(b"PK\x01\x02")
+    while at >= 0:
+        n = struct.unpack_from("<H", data, at + 28)[0]
+        if data[at + 46:at + 46 + n].endswith(member):
+            struct.pack_into("<H", data, at + 10, method)
+            local = struct.unpack_from("<I", data, at + 42)[0]
+            struct.pack_into("<H", data, local + 8, method)
+            break
+        at = data.find(b"PK\x01\x02", at + 4)
+    else:
+        raise AssertionError(f"{member!r} not in {path}")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("method", [8, 12])  # deflate, bzip2
+def test_a_stored_pickle_claiming_compression_is_damage_not_a_crash(tmp_path, capsys, method):
+    folder = shutil.copytree(RUN6, tmp_path / "checkpoint-6")
+    _claim_method(folder / "scheduler.pt", b"/data.pkl", method)
+    code, _, err = run(capsys, "inspect", folder)
+    line = one_line(err)  # was: internal error: error: Error -3 while decompressing data
+    assert code == 5 and "first: scheduler.pt: " in line and "cannot be decompressed" in line
+    code, out, err = run(capsys, "check", "--json", folder)
+    assert code in (3, 4) and json.loads(out)["verdict"] != "broken" and not err
+
+
+# -- values: a signalling NaN ------------------------------------------------------------
+
+def test_a_signalling_nan_is_counted_without_a_warning(tmp_path, capsys):
+    values = struct.pack("<3I", 0x7F800001, 0x3F800000, 0xFF800001)  # sNaN, 1.0, -sNaN
+    craft(tmp_path / "model.safetensors", {"w": entry("F32", [3], 0, 12)}, values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "invalid value encountered in cast"
+        code, out, err = run(capsys, "stats", "--json", tmp_path / "model.safetensors")
+    assert (code, err) == (0, "")
+    doc = json.loads(out)["tensors"][0]
+    assert (doc["nan"], doc["finite"], doc["min"]) == (2, 1, 1.0)
+
+
+# -- an index naming more shard files than a folder is listed with ---------------------
+
+def test_an_index_naming_too_many_files_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("ckpt_browser.readers.index.MAX_ENTRIES", 1_000)
+    folder = shutil.copytree(RELEASE, tmp_path / "release")
+    doc = json.loads((folder / "model.safetensors.index.json").read_text())
+    doc["weight_map"].update({f"extra.{i}": f"x-{i:05d}.safetensors" for i in range(1_000)})
+    (folder / "model.safetensors.index.json").write_text(json.dumps(doc))
+    code, out, err = run(capsys, "inspect", "--json", folder)
+    line = one_line(err)
+    assert code == 5 and "index names 1,003 shard files" in line
+    files = [f["path"] for f in json.loads(out)["files"]]
+    assert len(files) < 10  # not a missing file each: the folder's own files instead
+
+
+# -- rank numbers in file names and world sizes in pickles --------------------------------
+
+def test_a_rank_number_of_a_million_is_counted_not_listed(tmp_path):
+    folder = shutil.copytree(HF_MULTIRANK, tmp_path / "checkpoint-4")
+    shutil.copy(folder / "rng_state_1.pth", folder / "rng_state_999999.pth")
+    rng = training_state(str(folder)).components["rng"]
+    assert rng.status == "incomplete"
+    assert rng.facts["missing_ranks"][:3] == [2, 3, 4]
+    assert len(rng.facts["missing_ranks"]) <= 1_000  # was all 999,997 of them
+    assert rng.facts["missing_rank_count"] == 999_997
+    assert "and 999,989 more" in rng.detail
+
+
+def test_a_rank_number_of_thirty_digits_answers(tmp_path, capsys):
+    folder = shutil.copytree(HF_MULTIRANK, tmp_path / "checkpoint-4")
+    shutil.copy(folder / "rng_state_1.pth", folder / f"rng_state_{10**30}.pth")
+    code, out, err = run(capsys, "check", "--json", folder)  # was a MemoryError, or no end
+    assert code == 3 and not err
+    doc = json.loads(out)
+    assert doc["ranks"] == 10**30 + 1
+    said = [f["message"] for f in doc["findings"] if "more RNG files" in f["message"]]
+    assert said == [f"{10**30 - 2 - 8:,} more RNG files are missing (ranks 10 on)."]
+
+
+def test_a_deepspeed_world_size_of_ten_to_the_thirty(tmp_path):
+    run_folder = shutil.copytree(DEEPSPEED, tmp_path / "ds")
+    states = run_folder / "global_step4" / "mp_rank_00_model_states.pt"
+    ms = torch.load(states, weights_only=True)
+    ms["dp_world_size"] = 10**30
+    torch.save(ms, states)
+    opt = training_state(str(run_folder)).components["optimizer"]  # was range(10**30)
+    assert opt.status == "incomplete"
+    assert opt.facts["missing_ranks"][:2] == [2, 3]
+    assert opt.facts["missing_rank_count"] == 10**30 - 2
+    assert "ranks 2, 3, 4, 5, 6, 7, 8, 9 and" in opt.detail
+
+
+def test_rank_gaps_list_the_first_and_count_all():
+    from ckpt_browser.analysis.state.rng import MAX_MISSING, gaps
+
+    assert gaps([]) == ([], 0)
+    assert gaps([0, 1, 2]) == ([], 0)
+    assert gaps([0, 2, 5]) == ([1, 3, 4], 3)
+    assert gaps([1], world=4) == ([0, 2, 3], 3)
+    listed, count = gaps([0, 10**6])
+    assert listed == list(range(1, MAX_MISSING + 1)) and count == 10**6 - 1

@@ -111,6 +111,16 @@ class Totals:
                    sum(v.params for v in by_dtype.values()),
                    sum(v.bytes for v in by_dtype.values()), by_dtype)
 
+    @classmethod
+    def sum(cls, many) -> Totals:
+        """The totals of many Totals, added up by dtype once (`+` on each sorts a new dict)."""
+        by: dict[str | None, list[int]] = {}
+        for t in many:
+            for k, v in t.by_dtype.items():
+                row = by.setdefault(k, [0, 0, 0])
+                row[0], row[1], row[2] = row[0] + v.tensors, row[1] + v.params, row[2] + v.bytes
+        return cls._from_rows(by)
+
     def __add__(self, other: Totals) -> Totals:
         merged = dict(self.by_dtype)
         for k, v in other.by_dtype.items():

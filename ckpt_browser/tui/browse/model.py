@@ -47,6 +47,7 @@ class BrowseModel:
         self._module_cache: tuple = (None, None)  # ((pattern, headers read), tree)
         self._paths_cache: tuple = (None, [])  # ((pattern, mode, headers read, ...), paths)
         self._index_names: dict[str, list[str]] = defaultdict(list)
+        self._memos: dict[str, tuple] = {}  # what -> (state it was made in, value)
         if self.layout.index is not None:
             for tname, fname in self.layout.index.weight_map.items():
                 self._index_names[fname].append(tname)
@@ -74,8 +75,20 @@ class BrowseModel:
         return self.failed.get("training") or self.failed.get("load")
 
     # -- what to show ----------------------------------------------------
+    def _memo(self, what: str, make):
+        """make() once per state of the load (files read, checkpoint, training): each batch
+        redraws every file's state and the summary, so 10,000 files were quadratic."""
+        state = (len(self.shards), id(self.checkpoint), id(self.training))
+        got = self._memos.get(what)
+        if got is None or got[0] != state:
+            got = self._memos[what] = (state, make())
+        return got[1]
+
     @property
     def problems(self):
+        return self._memo("problems", self._problems)
+
+    def _problems(self):
         extra = self.training.problems if self.training is not None else ()
         if self.checkpoint is not None:
             return tuple(dict.fromkeys(self.checkpoint.problems + tuple(extra)))
@@ -86,16 +99,19 @@ class BrowseModel:
 
     def totals(self) -> Totals:
         """The weights read so far."""
-        total = Totals()
-        for f in self.shards.values():
-            if f.tensors:
-                total = total + (f.totals if f.all_weights else Totals.of(f.tensors, "weights"))
-        return total
+        return self._memo("totals", self._totals)
+
+    def _totals(self) -> Totals:
+        return Totals.sum(f.totals if f.all_weights else Totals.of(f.tensors, "weights")
+                          for f in self.shards.values() if f.tensors)
 
     def others(self) -> dict[str, Totals]:
         """Tensors of the other components read so far (optimizer, rng ...)."""
         if self.checkpoint is not None:
             return self.checkpoint.component_totals
+        return self._memo("others", self._others)
+
+    def _others(self) -> dict[str, Totals]:
         kinds: dict[str, Totals] = {}
         for f in self.shards.values():
             if not f.all_weights:
@@ -107,7 +123,13 @@ class BrowseModel:
         return len(self.layout.index.weight_map) if self.layout.index else None
 
     def shard_problems(self, name: str):
-        return [p for p in self.problems if p.file == name]
+        return list(self._memo("by_file", self._by_file).get(name, ()))
+
+    def _by_file(self) -> dict[str | None, list]:
+        found: dict[str | None, list] = defaultdict(list)
+        for p in self.problems:
+            found[p.file].append(p)
+        return found
 
     def shard_state(self, name: str) -> str:
         """'reading', 'ok', 'missing', 'damaged', 'unsafe', 'unsafe-damaged' or 'warning'."""

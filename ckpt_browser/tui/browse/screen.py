@@ -156,7 +156,10 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
     def load_headers(self) -> None:
         model, cancel = self.model, self._cancel
         files = []
-        for batch in iter_tagged(model.layout, cancel):
+        # each batch redraws the summary, tree and problems from all read so far: at most
+        # ~64 of them, so 10,000 files cost 64 redraws, not 1,250 (quadratic)
+        size = max(8, len(model.layout.files) // 64)
+        for batch in iter_tagged(model.layout, cancel, size):
             files.extend(batch)
             self.post_message(HeadersRead(model, batch))
         if not cancel.is_set():

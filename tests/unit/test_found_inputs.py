@@ -15,7 +15,7 @@ import torch
 from ckpt_browser.analysis.components import training_state
 from ckpt_browser.cli import main
 
-from .component_helpers import DEEPSPEED, HF_MULTIRANK
+from .component_helpers import ACCELERATE, DEEPSPEED, HF_MULTIRANK
 from .helpers import RELEASE, RUN6, craft, entry
 
 
@@ -137,3 +137,15 @@ def test_rank_gaps_list_the_first_and_count_all():
     assert gaps([1], world=4) == ([0, 2, 3], 3)
     listed, count = gaps([0, 10**6])
     assert listed == list(range(1, MAX_MISSING + 1)) and count == 10**6 - 1
+
+
+# -- accelerate with two optimizers ---------------------------------------------------------
+
+def test_accelerate_with_two_optimizers(tmp_path, capsys):
+    folder = shutil.copytree(ACCELERATE, tmp_path / "step_4")
+    shutil.copy(folder / "optimizer.bin", folder / "optimizer_1.bin")  # save_state of two
+    opt = training_state(str(folder)).components["optimizer"]  # was a TypeError
+    assert opt.status == "ok" and opt.files == ("optimizer.bin", "optimizer_1.bin")
+    assert opt.facts["files"] == 2
+    code, out, err = run(capsys, "check", folder)
+    assert code == 3 and not err and "optimizer  ok" in out

@@ -73,11 +73,12 @@ def optimizer_sentence(facts: dict, where: str) -> str:
     return text + "."
 
 
-def optimizer_ok(fs: StateFiles, pf, sd: dict, files, where: str, **extra) -> Component:
-    """An optimizer state_dict found in `pf`, described."""
+def optimizer_ok(fs: StateFiles, pf, sd: dict, names, where: str, **extra) -> Component:
+    """An optimizer state_dict found in `pf` (one of the files `names`), described; `extra`
+    facts may include "files", their count."""
     facts = optimizer_facts(sd, fs.scalars(pf))
     facts.update(extra)
-    return Component("optimizer", OK, tuple(files), optimizer_sentence(facts, where), facts)
+    return Component("optimizer", OK, tuple(names), optimizer_sentence(facts, where), facts)
 
 
 def optimizer_from_pickles(fs: StateFiles, files, what: str = "") -> Component:

@@ -97,8 +97,8 @@ def _inspect_args(p: argparse.ArgumentParser) -> None:
 
 
 def _check_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", metavar="PATH", help=ONE_PATH + "; a folder of checkpoints: each "
-                   "is checked, newest first")
+    p.add_argument("path", metavar="PATH", help=ONE_PATH + "; a folder of checkpoints: the "
+                   "newest 50 are checked, newest first")
     p.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
     p.add_argument("--world-size", metavar="N", type=_world_size,
                    help="check a resume on N ranks: per-rank RNG and data state, ZeRO shards, "
@@ -235,7 +235,12 @@ def cmd_check(args) -> int:
     from ckpt_browser.analysis.resume import resume_report, resume_reports
     from ckpt_browser.analysis.resume.shard import shard_of
     from ckpt_browser.analysis.runs import is_run
-    from ckpt_browser.report.resume import resume_doc, resume_text, timeline_resume_text
+    from ckpt_browser.report.resume import (
+        resume_doc,
+        resume_text,
+        timeline_resume_text,
+        unchecked_words,
+    )
 
     args.path = local_path(args.path, args)
     shard = shard_of(args.path)
@@ -249,6 +254,8 @@ def cmd_check(args) -> int:
         reports = timeline.reports
         out = (json.dumps([resume_doc(r) for r in reports]) if args.json
                else timeline_resume_text(timeline))
+        if args.json and timeline.unchecked:
+            note(f"{args.path}: {unchecked_words(timeline)}")
     else:
         reports = (resume_report(args.path, args.world_size),)
         out = json.dumps(resume_doc(reports[0])) if args.json else resume_text(reports[0])

@@ -343,3 +343,4 @@ class ResumeTimeline:
     path: str
     reports: tuple[ResumeReport, ...]  # newest first, as the timeline orders them
     newest_exact: ResumeReport | None = None  # the newest checkpoint that resumes exactly
+    unchecked: tuple[str, ...] = ()  # the older ones past the newest CHECKED: listed only

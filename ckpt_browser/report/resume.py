@@ -88,21 +88,30 @@ def component_lines(components, shown: int | None = 3) -> list[str]:
     return lines
 
 
+def unchecked_words(timeline: ResumeTimeline) -> str:
+    return (f"{os.path.relpath(timeline.unchecked[0], timeline.path)} and older are not "
+            f"checked, only the newest {len(timeline.reports)} are (check one by its path)")
+
+
 def timeline_resume_text(timeline: ResumeTimeline) -> str:
     def name(r: ResumeReport) -> str:
         return os.path.relpath(r.path, timeline.path)
 
-    reports = timeline.reports
+    reports, older = timeline.reports, timeline.unchecked
     exact = timeline.newest_exact
     newest = reports[0]
-    head = f"{name(newest)} (the newest of {len(reports)}) is {verdict_line(newest)}"
+    head = f"{name(newest)} (the newest of {len(reports) + len(older):,}) is " \
+        f"{verdict_line(newest)}"
     best = (f"newest checkpoint that resumes exactly: {name(exact)}" if exact is not None else
-            "no checkpoint here resumes exactly")
+            "no checkpoint here resumes exactly" if not older else
+            f"none of the newest {len(reports)} resumes exactly")
     width = max(len(name(r)) for r in reports)
     lines = [head, best, ""]
     for r in reports:
         step = f"step {r.step}" if r.step is not None else ""
         lines.append(f"  {name(r):<{width}}  {r.verdict:<12}  {step:<10}  {r.format}")
+    if older:
+        lines.append(f"  and {len(older):,} older: {unchecked_words(timeline)}")
     text = "\n".join(printable(line) for line in lines)
     details = [resume_text(newest)]
     if exact is not None and exact is not newest:

@@ -5,6 +5,7 @@ faster than the input. Each test fails on the code before its fix."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import warnings
@@ -149,3 +150,28 @@ def test_accelerate_with_two_optimizers(tmp_path, capsys):
     assert opt.facts["files"] == 2
     code, out, err = run(capsys, "check", folder)
     assert code == 3 and not err and "optimizer  ok" in out
+
+
+# -- a run folder of thousands of checkpoints ---------------------------------------------
+
+def test_check_on_a_run_folder_checks_the_newest_and_lists_the_rest(tmp_path, capsys,
+                                                                      monkeypatch):
+    from ckpt_browser.analysis import resume
+
+    monkeypatch.setattr(resume, "CHECKED", 3, raising=False)
+    checked = []
+    real = resume.resume_report
+    monkeypatch.setattr(resume, "resume_report",
+                        lambda path, *a: checked.append(path) or real(path, *a))
+    run_folder = tmp_path / "run"
+    for step in range(1, 6):
+        shutil.copytree(RUN6, run_folder / f"checkpoint-{step}")
+    code, out, err = run(capsys, "check", run_folder)  # 10,000 of them took minutes
+    assert code == 0 and not err
+    assert out.startswith("checkpoint-5 (the newest of 5) is EXACT")
+    assert "  and 2 older: checkpoint-2 and older are not checked, only the newest 3 are" in out
+    assert [os.path.basename(p) for p in checked] == ["checkpoint-5", "checkpoint-4",
+                                                      "checkpoint-3"]
+    code, out, err = run(capsys, "check", "--json", run_folder)
+    assert code == 0 and len(json.loads(out)) == 3
+    assert "checkpoint-2 and older are not checked" in one_line(err)

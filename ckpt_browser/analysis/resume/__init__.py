@@ -39,7 +39,9 @@ from ckpt_browser.model import (
     TrainingState,
 )
 
-__all__ = ["report_from", "resume_report", "resume_reports", "tiling_problem"]
+__all__ = ["CHECKED", "report_from", "resume_report", "resume_reports", "tiling_problem"]
+
+CHECKED = 50  # checkpoints of one run folder checked, newest first; older ones are listed
 
 
 def report_from(ckpt: Checkpoint | None, training: TrainingState, world_size: int | None = None,
@@ -78,18 +80,21 @@ def resume_report(path: str, world_size: int | None = None) -> ResumeReport:
 
 
 def resume_reports(folder: str, world_size: int | None = None) -> ResumeTimeline:
-    """Every checkpoint in a folder of checkpoints, newest first, and the newest exact one.
-    A checkpoint that cannot be read at all is reported broken, not raised."""
+    """The newest CHECKED checkpoints in a folder of checkpoints, newest first, and the
+    newest exact one among them; older ones are only listed (a run folder of 10,000 took
+    minutes). A checkpoint that cannot be read at all is reported broken, not raised."""
     from ckpt_browser.analysis.runs import run_entries
 
+    entries = run_entries(folder)
     reports = []
-    for entry in run_entries(folder):
+    for entry in entries[:CHECKED]:
         try:
             reports.append(resume_report(entry.path, world_size))
         except CheckpointError as e:
             reports.append(_unreadable(entry.path, e))
     exact = next((r for r in reports if r.verdict == "exact"), None)
-    return ResumeTimeline(folder, tuple(reports), exact)
+    return ResumeTimeline(folder, tuple(reports), exact,
+                          tuple(e.path for e in entries[CHECKED:]))
 
 
 def _unreadable(path: str, e: CheckpointError) -> ResumeReport:

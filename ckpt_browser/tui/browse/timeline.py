@@ -15,12 +15,12 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from ckpt_browser.analysis.resume import CHECKED  # the newest checked; older: "not checked"
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import VERDICT_STYLE, verdict_word
 from ckpt_browser.tui.common.cells import cut_middle, cut_right
 from ckpt_browser.tui.common.modals import CloseableModal
 
-CHECKED = 50  # resume checks run for the newest this many; older rows say "not checked"
 STEP_W, VERDICT_W, FRAMEWORK_W, GAP = 11, 12, 11, 2  # "WEIGHTS-ONLY" is 12 cells
 PENDING, NOT_CHECKED, UNREADABLE = "…", "not checked", "unreadable"
 HINT = "Enter opens it · d diffs it against the open one · Esc closes"

@@ -2,6 +2,9 @@
 
 A 94,000-tensor checkpoint makes ~60,000 module nodes, so subtotals are added up
 only for the nodes someone looks at (a tree shows a node's label when its parent opens).
+A node keeps its own name and its parent, not its dotted path: a name of 20,000 dots made
+20,000 nodes whose paths held 400 MB. Names are split into at most MAX_DEPTH levels (real
+ones nest under 20); the dots past that stay in the tensor's own name.
 """
 
 from __future__ import annotations
@@ -11,13 +14,24 @@ from functools import cached_property
 
 from ckpt_browser.model import TensorInfo, Totals, natural_key
 
+MAX_DEPTH = 32  # module levels one tensor name makes
+
 
 @dataclass(eq=False)
 class ModuleNode:
     name: str  # last component, e.g. "q_proj"
-    path: str  # full dotted prefix, e.g. "model.layers.0.self_attn.q_proj"
+    parent: ModuleNode | None = field(default=None, repr=False)  # None: the root
     children: dict[str, ModuleNode] = field(default_factory=dict)
     tensors: list[TensorInfo] = field(default_factory=list)  # tensors directly here
+
+    @property
+    def path(self) -> str:
+        """The full dotted prefix, e.g. "model.layers.0.self_attn.q_proj" ("" at the root)."""
+        parts, node = [], self
+        while node.parent is not None:
+            parts.append(node.name)
+            node = node.parent
+        return ".".join(reversed(parts))
 
     @cached_property
     def totals(self) -> Totals:
@@ -39,18 +53,19 @@ class ModuleNode:
 
 
 def build_modules(tensors) -> ModuleNode:
-    root = ModuleNode("", "")
+    root = ModuleNode("")
     for t in tensors:
         node = root
-        for part in t.name.split(".")[:-1]:
+        for part in t.name.split(".", MAX_DEPTH)[:-1]:
             child = node.children.get(part)
             if child is None:
-                path = f"{node.path}.{part}" if node.path else part
-                child = node.children[part] = ModuleNode(part, path)
+                child = node.children[part] = ModuleNode(part, node)
             node = child
         node.tensors.append(t)
     return root
 
 
 def leaf_name(tensor_name: str) -> str:
-    return tensor_name.rsplit(".", 1)[-1]
+    """The name under its module: after the last dot, or the MAX_DEPTH-th."""
+    return tensor_name.rsplit(".", 1)[-1] if tensor_name.count(".") <= MAX_DEPTH else \
+        tensor_name.split(".", MAX_DEPTH)[-1]

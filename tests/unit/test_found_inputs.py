@@ -175,3 +175,45 @@ def test_check_on_a_run_folder_checks_the_newest_and_lists_the_rest(tmp_path, ca
     code, out, err = run(capsys, "check", "--json", run_folder)
     assert code == 0 and len(json.loads(out)) == 3
     assert "checkpoint-2 and older are not checked" in one_line(err)
+
+
+# -- tensor names with many dots, and many modules ------------------------------------------
+
+def _names_shard(path, names: list[str]) -> None:
+    craft(path, {n: entry("F32", [1], 4 * i, 4 * i + 4) for i, n in enumerate(names)},
+          b"\0" * (4 * len(names)))
+
+
+def test_a_name_of_thousands_of_dots_makes_a_bounded_module_tree():
+    from ckpt_browser.analysis.modules import build_modules, leaf_name
+    from ckpt_browser.model import TensorInfo
+
+    deep = ".".join(["a"] * 5_000)
+    root = build_modules([TensorInfo(f"{deep}.{i}", "F32", (1,), "m", 0, 4, 1)
+                          for i in range(3)])
+    node, depth = root, 0
+    while node.children:  # one chain: every name shares its first 32 parts
+        (node,) = node.children.values()
+        depth += 1
+    assert depth == 32  # was 5,000 nodes, each holding its whole dotted path
+    assert node.path == ".".join(["a"] * 32)
+    assert [leaf_name(t.name) for t in node.tensors] == [
+        ".".join(["a"] * (5_000 - 32)) + f".{i}" for i in range(3)]
+    assert leaf_name("model.layers.0.weight") == "weight"
+
+
+def test_the_quiz_adds_up_each_module_once(tmp_path, monkeypatch):
+    from ckpt_browser.analysis.modules import ModuleNode
+    from ckpt_browser.quiz.generated import questions_for
+
+    names = [f"block{i}.sub{j}.w" for i in range(300) for j in range(i % 5 + 1)]
+    _names_shard(tmp_path / "model.safetensors", names)
+    walked = []
+    monkeypatch.setattr(ModuleNode, "totals", property(lambda m: walked.append(m)))
+    questions = questions_for(str(tmp_path), seed=1)  # was the Totals of each of 1,200 modules
+    params = [q for q in questions if q.id.startswith("gen-params-")]
+    assert params and not walked
+    for q in params:
+        module = q.id.removeprefix("gen-params-")
+        want = sum(n.startswith(module + ".") for n in names)
+        assert q.en.options[q.answer] == f"{want:,}"

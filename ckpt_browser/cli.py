@@ -360,8 +360,9 @@ def _say_reading(locs) -> int:
     """What `stats` will read, said on stderr first (for several tensors, on a terminal or
     from SAY_READING up: a script's stderr stays quiet for small reads)."""
     from ckpt_browser.report.words import plural, size
+    from ckpt_browser.values.budget import bytes_to_read
 
-    total = sum(loc.nbytes for loc in locs)
+    total = bytes_to_read(locs)  # not what an unreadable tensor claims (16 EiB of nothing)
     if len(locs) > 1 and (sys.stderr.isatty() or total >= SAY_READING):
         note(f"reading {size(total)} in {plural(len(locs), 'tensor')}")
     return total

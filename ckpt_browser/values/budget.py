@@ -100,6 +100,13 @@ def plan(items: Sequence[Sequence[TensorLoc]], max_bytes: int | None = None,
     return out
 
 
+def bytes_to_read(locs: Sequence[TensorLoc]) -> int:
+    """What reading these tensors' values reads: a tensor that cannot be read (its bytes past
+    its file's end, a storage that is missing) fails before its first byte."""
+    reads = _file_reads(tuple(locs), _Files())
+    return sum(reads.values())
+
+
 def _file_reads(item: Sequence[TensorLoc], disk: _Files) -> dict[tuple[int, str], int]:
     """Bytes of values each file gives each side of the item: every element counted as often as
     it is read (a strided view's elements, however few bytes its storage spans). A tensor whose
@@ -221,6 +228,8 @@ def _tensors(n: int) -> str:
 
 
 def _size(n: int | None) -> str:
-    from ckpt_browser.report.words import size
+    """report.words.size's spelling (values sits below report); the sizes planned here are
+    sums of tensors' bytes, finite ints."""
+    import humanize
 
-    return size(n)
+    return "?" if n is None else humanize.naturalsize(n, binary=True, format="%.1f")

@@ -16,7 +16,7 @@ import torch
 from ckpt_browser.analysis.components import training_state
 from ckpt_browser.cli import main
 
-from .component_helpers import ACCELERATE, DEEPSPEED, HF_MULTIRANK
+from .component_helpers import ACCELERATE, DEEPSPEED, HF_MULTIRANK, MEGATRON, safe_load_with
 from .helpers import RELEASE, RUN6, craft, entry
 
 
@@ -217,3 +217,20 @@ def test_the_quiz_adds_up_each_module_once(tmp_path, monkeypatch):
         module = q.id.removeprefix("gen-params-")
         want = sum(n.startswith(module + ".") for n in names)
         assert q.en.options[q.answer] == f"{want:,}"
+
+
+# -- wrong types at a key ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [10**30, float("nan"), True, "tensor"])
+def test_megatron_rng_state_that_is_not_a_list_is_damaged(tmp_path, capsys, value):
+    import argparse
+
+    run_folder = shutil.copytree(MEGATRON, tmp_path / "megatron")
+    f = run_folder / "iter_0000004" / "mp_rank_00" / "model_optim_rng.pt"
+    sd = safe_load_with(f, [argparse.Namespace])
+    sd["rng_state"] = torch.zeros(2) if value == "tensor" else value
+    torch.save(sd, f)
+    rng = training_state(str(run_folder)).components["rng"]  # was a TypeError
+    assert rng.status == "damaged" and "not a list of RNG states" in rng.detail
+    code, _, err = run(capsys, "check", run_folder)
+    assert code == 3 and not err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ckpt_browser.analysis.state.common import (
+    DAMAGED,
     MISSING,
     OK,
     Found,
@@ -35,6 +36,7 @@ from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.weights import weights_component
 from ckpt_browser.model import Component
 from ckpt_browser.readers.frameworks import Detection
+from ckpt_browser.readers.pickle_safe import short
 
 
 def build_megatron(det: Detection, fs: StateFiles) -> Found:
@@ -122,6 +124,10 @@ def _rng(fs: StateFiles, files) -> Component:
             states = [pf.obj]  # very old checkpoints keep the five keys at top level
         if isinstance(states, dict):
             states = [states]
+        if states is not None and not isinstance(states, (list, tuple)):
+            return Component("rng", DAMAGED, tuple(files), f"{f}: rng_state holds "
+                             f"{short(states)}, not a list of RNG states; Megatron cannot "
+                             "restore the random streams from it.")
         for i, st in enumerate(states or []):
             key = rank_dir if len(states) == 1 else f"{rank_dir}#{i}"
             per[key] = generators(st)

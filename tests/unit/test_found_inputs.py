@@ -1,5 +1,5 @@
-"""Inputs found by mutating the samples and the corpus controls (issue 23, "the inputs that
-still hang or crash"): each made a command crash, print a stray line or do work that grows
+"""Inputs found by mutating the samples and the corpus controls (README "Safety": the inputs
+that still hung or crashed): each made a command crash, print a stray line or do work that grows
 faster than the input. Each test fails on the code before its fix."""
 
 from __future__ import annotations

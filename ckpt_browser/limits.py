@@ -78,6 +78,10 @@ class Limits:
     rank_files: int = _cap(
         1024, "per-rank files read in full (RNG, ZeRO shards)", env="CKPT_BROWSER_MAX_RANK_FILES",
         note="more are only counted")
+    other_files: int = _cap(
+        16_384, "files read by content in one checkpoint, besides its safetensors shards",
+        env="CKPT_BROWSER_MAX_OTHER_FILES",
+        note="DCP rank files are only stat'ed; the rest are listed as not read, with a warning")
     pickle_globals: int = _cap(
         10_000, "different globals named by one pickle",
         note="real checkpoints name under 100")

@@ -61,11 +61,11 @@ def _by_content(folder: str, depth: int) -> list[TimelineEntry]:
         return []  # a framework's own layout (a DCP folder, a DeepSpeed tag ...): one checkpoint
     files = [n for n in names if not n.startswith(".") and not n.endswith(".distcp")
              and os.path.isfile(os.path.join(folder, n))]
-    torch = [n for n in files if _kind(os.path.join(folder, n)) in ("zip", "torch-legacy",
-                                                                     "pickle")]
+    kinds = {n: _kind(os.path.join(folder, n)) for n in files[:MAX_FILES]}  # 100,000 files
+    torch = [n for n, k in kinds.items() if k in ("zip", "torch-legacy", "pickle")]
     if len(torch) >= 2:
-        return _single_files(folder, torch[:MAX_FILES])
-    if any(_kind(os.path.join(folder, n)) == "safetensors" for n in files) or torch:
+        return _single_files(folder, torch)
+    if "safetensors" in kinds.values() or torch:
         return []  # the folder is one checkpoint
     dirs = [n for n in names if not n.startswith(".") and os.path.isdir(os.path.join(folder, n))
             and not os.path.islink(os.path.join(folder, n))]

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ckpt_browser.model import Checkpoint, FileInfo, Layout, TensorInfo
+from ckpt_browser import limits
+from ckpt_browser.model import WARNING, Checkpoint, FileInfo, Layout, Problem, TensorInfo
 from ckpt_browser.readers.files import read_file
+
+# a file (or a folder on its path) named for one rank: HF and accelerate RNG, ZeRO, Megatron
+RANK_FILE = re.compile(r"(?:^|/)(?:rng_state_|random_states_|(?:bf16_)?zero_pp_rank_|"
+                       r"mp_rank_)\d")
 
 
 @contextmanager
@@ -54,19 +60,62 @@ def iter_files(layout: Layout, cancel: threading.Event | None = None,
     A DCP folder yields its .metadata and every rank file together."""
     pending: list[FileInfo] = []
     shards = set(layout.shards)
+    bound = _Bound()
     for name in reading_order(layout):
         if cancel is not None and cancel.is_set():
             return
         with paused_gc():
             if os.path.basename(name) == ".metadata" and os.path.dirname(name) in layout.dcp:
                 pending.extend(read_dcp_files(layout.root, os.path.dirname(name)))
+            elif name in shards:
+                pending.append(read_file(layout.root, name, shard=True))
             else:
-                pending.append(read_file(layout.root, name, shard=name in shards))
+                why = bound.over(name)
+                pending.append(not_read(layout.root, name, why) if why is not None
+                               else read_file(layout.root, name))
         if len(pending) >= batch:
             yield pending
             pending = []
     if pending:
         yield pending
+
+
+class _Bound:
+    """How many files besides the shards are read by content (a folder may list 100,000:
+    each read costs up to milliseconds), and how many per-rank files; past either limit a
+    file is only listed, and the first one says so (its why, else None)."""
+
+    def __init__(self) -> None:
+        self.read = self.ranks = 0
+        self.told: set[str] = set()
+
+    def over(self, name: str) -> str | None:
+        lim, rank = limits.LIMITS, RANK_FILE.search(name) is not None
+        if self.read >= lim.other_files:
+            return self._once("other_files", f"{lim.other_files:,} files besides the shards")
+        if rank and self.ranks >= lim.rank_files:
+            return self._once("rank_files", f"{lim.rank_files:,} per-rank files")
+        self.read, self.ranks = self.read + 1, self.ranks + rank
+        return None
+
+    def _once(self, field: str, what: str) -> str:
+        if field in self.told:
+            return ""
+        self.told.add(field)
+        return (f"not read, nor the files after it of its kind: only the first {what} of a "
+                f"checkpoint are read ({limits.env(field)} raises it); what they hold, code "
+                "included, is not checked")
+
+
+def not_read(root: str, name: str, why: str) -> FileInfo:
+    """A file past a limit: its size only; `why` (said once, on the first) as a warning."""
+    path = os.path.join(root, name)
+    try:
+        size: int | None = os.stat(path).st_size
+    except OSError:
+        size = None
+    return FileInfo(name, path, size, format="other", detail="not read (over a limit)",
+                    problems=(Problem(WARNING, name, why),) if why else ())
 
 
 def read_dcp_files(root: str, rel: str) -> list[FileInfo]:

@@ -234,3 +234,68 @@ def test_megatron_rng_state_that_is_not_a_list_is_damaged(tmp_path, capsys, valu
     assert rng.status == "damaged" and "not a list of RNG states" in rng.detail
     code, _, err = run(capsys, "check", run_folder)
     assert code == 3 and not err
+
+
+# -- thousands of files besides the shards --------------------------------------------------
+
+def _lower(monkeypatch, **caps) -> None:
+    from dataclasses import replace
+
+    from ckpt_browser import limits
+
+    monkeypatch.setattr(limits, "LIMITS", replace(limits.LIMITS, **caps))
+
+
+def test_per_rank_files_past_the_limit_are_listed_not_read(tmp_path, capsys, monkeypatch):
+    from ckpt_browser.readers import torchfile
+
+    folder = shutil.copytree(HF_MULTIRANK, tmp_path / "checkpoint-4")
+    for r in range(2, 8):  # 5,000 of them took 10 s, 100,000 would take minutes
+        shutil.copy(folder / "rng_state_1.pth", folder / f"rng_state_{r}.pth")
+    _lower(monkeypatch, rank_files=3)
+    read = []
+    real = torchfile.read_pickle_file
+    monkeypatch.setattr(torchfile, "read_pickle_file",
+                        lambda path, name, *a: read.append(name) or real(path, name, *a))
+    code, out, err = run(capsys, "inspect", "--json", folder)
+    assert code == 0 and not err
+    assert sorted(n for n in read if n.startswith("rng_state")) == [
+        "rng_state_0.pth", "rng_state_1.pth", "rng_state_2.pth"]  # was all 8
+    files = {f["path"]: f for f in json.loads(out)["files"]}
+    assert files["rng_state_7.pth"]["size"] == (folder / "rng_state_7.pth").stat().st_size
+    said = [p["message"] for p in json.loads(out)["problems"] if p["file"] == "rng_state_3.pth"]
+    assert said and "only the first 3 per-rank files" in said[0]
+    assert "CKPT_BROWSER_MAX_RANK_FILES" in said[0]
+
+
+def test_files_past_the_other_files_limit_are_listed_not_read(tmp_path, capsys, monkeypatch):
+    from ckpt_browser.readers import load
+
+    shutil.copy(RUN6 / "optimizer.pt", tmp_path / "optimizer.pt")
+    for i in range(10):
+        (tmp_path / f"notes-{i}.bin").write_bytes(b"\x80\x04K\x01.")  # a pickle of 1
+    _lower(monkeypatch, other_files=4)
+    read = []
+    real = load.read_file
+    monkeypatch.setattr(load, "read_file", lambda root, name, **k: read.append(name) or
+                        real(root, name, **k))
+    code, out, err = run(capsys, "inspect", "--json", tmp_path)
+    assert code == 0 and not err
+    assert len(read) == 4  # was 11
+    doc = json.loads(out)
+    assert len(doc["files"]) == 11
+    said = [p["message"] for p in doc["problems"] if "files besides the shards" in p["message"]]
+    assert len(said) == 1 and "CKPT_BROWSER_MAX_OTHER_FILES" in said[0]
+
+
+def test_a_run_folder_of_many_files_is_looked_into_within_its_bound(tmp_path, monkeypatch):
+    from ckpt_browser.analysis import runs
+
+    for i in range(20):
+        (tmp_path / f"x{i}.bin").write_bytes(b"junk")
+    looked = []
+    real = runs._kind
+    monkeypatch.setattr(runs, "_kind", lambda path: looked.append(path) or real(path))
+    monkeypatch.setattr(runs, "MAX_FILES", 5)
+    assert runs.run_entries(str(tmp_path)) == []
+    assert len(looked) <= 5  # was every file of the folder, 100,000 of them twice

@@ -44,7 +44,7 @@ def test_every_field_has_a_default_a_meaning_and_a_variable_named_after_it():
         assert f.metadata["help"], f.name
         env = f.metadata["env"]
         assert env is None or env == f"CKPT_BROWSER_MAX_{f.name.upper()}", f.name
-    assert sum(f.metadata["env"] is not None for f in FIELDS) == 15
+    assert sum(f.metadata["env"] is not None for f in FIELDS) == 16
 
 
 def test_defaults_without_variables():

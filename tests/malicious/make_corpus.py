@@ -1183,6 +1183,7 @@ if __name__ != "__main__":  # as a script, main() below runs the imported regist
     from tests.malicious import (  # noqa: E402,F401
         cases_budget,
         cases_code,
+        cases_found,
         cases_gadgets,
         cases_legacy,
         cases_reach,

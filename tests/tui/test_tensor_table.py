@@ -172,8 +172,8 @@ async def test_table_opened_while_reading_fills_in_when_every_file_is_read(sampl
 
     gate, real = threading.Event(), browse_screen.iter_tagged
 
-    def held(layout, cancel):
-        files = [f for batch in real(layout, cancel) for f in batch]
+    def held(layout, cancel, *size):
+        files = [f for batch in real(layout, cancel, *size) for f in batch]
         yield files[:1]
         assert gate.wait(60), "the test never let the read go"
         yield files[1:]

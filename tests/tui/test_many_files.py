@@ -61,3 +61,32 @@ def test_each_files_state_does_not_gather_every_problem_again():
     assert states.count("damaged") == len(range(0, FILES, 7))
     assert _Counted.walks <= 1  # was once per file
     assert model.totals().tensors == FILES
+
+
+async def test_file_rows_are_not_drawn_to_be_measured(tmp_path, monkeypatch):
+    from ckpt_browser.tui.browse.tree import CheckpointTree
+
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    for i in range(FILES):
+        _shard(tmp_path / f"part-{i:05d}.safetensors", f"layers.{i}.w")
+    drawn = []
+    real = CheckpointTree.render_label
+    monkeypatch.setattr(CheckpointTree, "render_label",
+                        lambda self, node, *a: drawn.append(node) or real(self, node, *a))
+    app = make_app(open_layout(str(tmp_path)))
+    async with app.run_test(size=(100, 30), message_hook=[].append) as pilot:
+        await loaded(app, pilot)
+        assert len(drawn) < FILES // 4  # the rows on screen, not every row (was 4 per file)
+        await pilot.press("m")
+        await loaded(app, pilot)
+        assert app.is_running
+
+
+def test_the_problems_window_draws_the_first_thousand():
+    from ckpt_browser.tui.common.problems import problems_text
+
+    many = [Problem("error", f"model-{i:06d}.safetensors", "file does not exist")
+            for i in range(5_000)]  # an index naming 100,000 missing files has 200,000
+    lines = problems_text(many).plain.splitlines()
+    assert len(lines) == 1_001
+    assert lines[-1] == "... and 4,000 more (inspect --json lists them all)"

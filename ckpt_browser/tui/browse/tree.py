@@ -102,8 +102,11 @@ class CheckpointTree(Tree[Ref]):
 
     def get_label_width(self, node) -> int:
         ref = node.data
-        if ref is not None and ref.kind == "tensor" and not node.allow_expand:
-            return self._label_room(node)  # fits the pane: never a horizontal scroll
+        if ref is not None and (ref.kind in ("shard", "module") or
+                                ref.kind == "tensor" and not node.allow_expand):
+            # fitted to the pane (render_label): never a horizontal scroll, and no label
+            # drawn to be measured (the tree measures every row: 100,000 files took minutes)
+            return self._label_room(node)
         return super().get_label_width(node)
 
     def _label_room(self, node) -> int:

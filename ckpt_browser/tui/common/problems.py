@@ -11,15 +11,20 @@ from ckpt_browser.escape import printable
 from ckpt_browser.report.words import SEVERITY_STYLE
 from ckpt_browser.tui.common.modals import TextModal
 
+MAX_SHOWN = 1_000  # problems drawn in the window; an index of 100,000 missing files has 200,000
+
 
 def problems_text(problems) -> Text:
     if not problems:
         return Text("No problems found.")
     text = Text()
-    for p in problems:
+    for p in problems[:MAX_SHOWN]:
         text.append(f"{alarms.word(p):8}", style=SEVERITY_STYLE.get(p.severity, "bold"))
         text.append(f"{printable(p.file or '-')}: ", style="bold")
         text.append(printable(alarms.message(p)) + "\n")
+    if len(problems) > MAX_SHOWN:
+        text.append(f"... and {len(problems) - MAX_SHOWN:,} more (inspect --json lists them "
+                    "all)\n", style="bold")
     return text
 
 

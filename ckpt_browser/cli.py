@@ -270,7 +270,9 @@ def cmd_quiz(args) -> int:
     if args.from_path:
         from ckpt_browser.quiz.generated import questions_for
 
-        questions += questions_for(local_path(args.from_path, args), args.seed)
+        # a folder of checkpoints: its newest, as inspect reads it (not all 5,000 as one)
+        chosen, _ = pick(local_path(args.from_path, args), None)
+        questions += questions_for(chosen, args.seed)
     if args.export:
         sys.stdout.write(json.dumps(export_doc(questions), ensure_ascii=False, indent=1) + "\n")
         return ExitCode.OK

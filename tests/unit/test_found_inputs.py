@@ -17,7 +17,7 @@ from ckpt_browser.analysis.components import training_state
 from ckpt_browser.cli import main
 
 from .component_helpers import ACCELERATE, DEEPSPEED, HF_MULTIRANK, MEGATRON, safe_load_with
-from .helpers import RELEASE, RUN6, craft, entry
+from .helpers import RELEASE, RUN6, SAMPLES, craft, entry
 
 
 def run(capsys, *args) -> tuple[int, str, str]:
@@ -299,3 +299,19 @@ def test_a_run_folder_of_many_files_is_looked_into_within_its_bound(tmp_path, mo
     monkeypatch.setattr(runs, "MAX_FILES", 5)
     assert runs.run_entries(str(tmp_path)) == []
     assert len(looked) <= 5  # was every file of the folder, 100,000 of them twice
+
+
+def test_quiz_from_a_folder_of_single_file_checkpoints_reads_the_newest(tmp_path, capsys,
+                                                                          monkeypatch):
+    from ckpt_browser.analysis import open as opening
+
+    run_folder = shutil.copytree(SAMPLES / "projects" / "custom-run", tmp_path / "run")
+    opened = []
+    real = opening.open_checkpoint
+    monkeypatch.setattr(opening, "open_checkpoint",
+                        lambda path, *a, **k: opened.append(path) or real(path, *a, **k))
+    code, out, err = run(capsys, "quiz", "--export", "json", "--from", run_folder)
+    assert code == 0 and not err
+    # as inspect does: the newest (ckpt_epoch3.pt), not the folder read as one checkpoint of
+    # every file (a folder of 5,000 timm checkpoints took 17 s)
+    assert opened == [str(run_folder / "ckpt_epoch3.pt")]

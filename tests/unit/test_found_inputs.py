@@ -315,3 +315,24 @@ def test_quiz_from_a_folder_of_single_file_checkpoints_reads_the_newest(tmp_path
     # as inspect does: the newest (ckpt_epoch3.pt), not the folder read as one checkpoint of
     # every file (a folder of 5,000 timm checkpoints took 17 s)
     assert opened == [str(run_folder / "ckpt_epoch3.pt")]
+
+
+def test_a_run_folder_is_walked_once_while_unchanged(tmp_path, capsys, monkeypatch):
+    from ckpt_browser.readers import checkpoints
+
+    run_folder = tmp_path / "run"
+    for step in range(1, 6):
+        shutil.copytree(RUN6, run_folder / f"checkpoint-{step}")
+    looked = []  # each walk looks into every checkpoint folder for links back
+    real = checkpoints.only_loops
+    monkeypatch.setattr(checkpoints, "only_loops",
+                        lambda folder: looked.append(folder) or real(folder))
+    code, _, err = run(capsys, "check", run_folder)
+    assert code == 0 and not err
+    # was a walk per checkpoint checked and more (45 looks here): with 10,000 checkpoints,
+    # each of the 50 checked walked all 10,000 (11 s of CPU)
+    assert len(looked) == 5
+    (run_folder / "checkpoint-9").mkdir()  # a change: walked again
+    shutil.copy(RUN6 / "model-00001-of-00003.safetensors", run_folder / "checkpoint-9")
+    code, out, _ = run(capsys, "check", run_folder)
+    assert len(looked) == 5 + 6 and out.startswith("checkpoint-9 ")

@@ -153,7 +153,10 @@ def checkpoints_in(folder: str, prefix: str = "") -> Found:
         st = os.stat(folder)
     except OSError:
         return Found([])
-    key = (os.path.abspath(folder), prefix, st.st_dev, st.st_ino, st.st_mtime_ns)
+    # the entries' paths start with `folder` as given: the same folder named another way
+    # (relative, from another cwd) is another key, or it would get the other's paths
+    key = (folder, os.getcwd() if not os.path.isabs(folder) else "", prefix, st.st_dev,
+           st.st_ino, st.st_mtime_ns)
     with _WALKED_LOCK:
         hit = _WALKED.get(key)
     if hit is None:

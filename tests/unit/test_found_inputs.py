@@ -336,3 +336,19 @@ def test_a_run_folder_is_walked_once_while_unchanged(tmp_path, capsys, monkeypat
     shutil.copy(RUN6 / "model-00001-of-00003.safetensors", run_folder / "checkpoint-9")
     code, out, _ = run(capsys, "check", run_folder)
     assert len(looked) == 5 + 6 and out.startswith("checkpoint-9 ")
+
+
+def test_a_remembered_walk_keeps_the_folder_as_it_was_named(tmp_path, monkeypatch):
+    """The walk remembered for `run` (relative) is not handed to `/abs/run`: its entries'
+    paths were relative to another cwd (the browser then could not open them)."""
+    from ckpt_browser.readers.checkpoints import find_checkpoints
+
+    for step in (1, 2):
+        shutil.copytree(RUN6, tmp_path / "run" / f"checkpoint-{step}")
+    monkeypatch.chdir(tmp_path)
+    assert [e.path for e in find_checkpoints("run")] == ["run/checkpoint-2", "run/checkpoint-1"]
+    absolute = [e.path for e in find_checkpoints(str(tmp_path / "run"))]
+    assert absolute == [str(tmp_path / "run" / "checkpoint-2"),
+                        str(tmp_path / "run" / "checkpoint-1")]
+    monkeypatch.chdir(tmp_path / "run")
+    assert [e.path for e in find_checkpoints("checkpoint-2/..")][0].startswith("checkpoint-2/..")

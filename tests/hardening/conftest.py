@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from tests.tui.conftest import loaded
+
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"
 SIZES = ((60, 20), (200, 60))
 
@@ -252,32 +254,8 @@ class Watch:
 
 async def settle(app, pilot, rounds: int = 30) -> None:
     """Wait until no worker runs (headers, then training state, then modules ...) and the
-    screen has taken in what they read. No worker running is not enough: the headers worker
-    ends before its LoadFinished is handled, and that handler starts the training read."""
-    from textual.worker import WorkerFailed, WorkerState
-
-    for _ in range(rounds):
-        await pilot.pause()
-        running = [w for w in app.workers if w.state in (WorkerState.PENDING,
-                                                         WorkerState.RUNNING)]
-        if not running and _screen_current(app):
-            return
-        try:
-            await app.workers.wait_for_complete(running)
-        except WorkerFailed:
-            pass  # reported by the app in words; Watch records it
-
-
-def _screen_current(app) -> bool:
-    """The first screen holds everything its workers were started to read (or says they
-    stopped)."""
-    first = getattr(app, "first", None)
-    model = getattr(first, "model", None)
-    if model is not None:  # the browser
-        return bool(model.failed) or (model.loaded and model.training is not None)
-    if hasattr(first, "result"):  # the diff
-        return first.result is not None or first._load_error is not None
-    return True
+    screen has taken in what they read."""
+    await loaded(app, pilot, rounds)
 
 
 def alive(app) -> None:

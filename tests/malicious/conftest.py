@@ -16,6 +16,7 @@ import json
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -33,7 +34,7 @@ GiB = 2**30
 MEMORY_LIMIT = 2 * GiB  # address space of a child (RLIMIT_AS)
 MAX_RSS_MB = 500  # peak resident memory allowed to one run
 STEP_SECONDS = 20  # one command, or one TUI session
-PROBE_SECONDS = 3 * STEP_SECONDS + 15  # check + stats + TUI, plus imports
+PROBE_SECONDS = 4 * STEP_SECONDS + 15  # inspect + check + stats + TUI, plus imports
 
 
 @dataclass
@@ -175,19 +176,61 @@ def all_ids() -> list[str]:
 
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory) -> Path:
-    """Where test-time cases are built, commands run (one empty cwd each) and probes report."""
+    """Where test-time cases are built, commands run (one empty cwd each) and probes report:
+    one folder for every xdist worker of the run, so a case is built and probed once."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "malicious"
+        shared.mkdir(exist_ok=True)
+        return shared
     return tmp_path_factory.mktemp("malicious")
 
 
+def once(sandbox: Path, key: str, make, ready: Path, timeout: float) -> None:
+    """`make()` in the first process of the run to ask for `key`; the others wait (at most
+    `timeout` seconds) until `ready` exists, which `make` creates last, atomically."""
+    claims = sandbox / "claims"
+    claims.mkdir(exist_ok=True)
+    claim = claims / key
+    try:
+        os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        deadline = time.monotonic() + timeout
+        while not ready.exists():  # the other worker is making it
+            failed = claim.read_text()
+            assert not failed, f"{key}: {failed}"
+            assert time.monotonic() < deadline, f"{key}: another worker never finished it"
+            time.sleep(0.05)
+        return
+    try:
+        make()
+    except BaseException as e:
+        claim.write_text(f"failed in the worker that made it: {type(e).__name__}: {e}")
+        raise
+
+
 @pytest.fixture(scope="session")
-def corpus_before() -> dict:
-    """The corpus as committed, with mtimes, before any test touched it."""
-    snap = snapshot(CORPUS)
-    for rel in list(snap):
-        p = CORPUS / rel
-        if not p.is_symlink():
-            snap[rel] = snap[rel] + (p.stat().st_mtime_ns,)
-    return snap
+def corpus_before():
+    """The corpus as committed before any test touched it: every file's bytes (compared once,
+    at the end) and every entry's type, size, mtime and link target (compared after each
+    test: a write changes the mtime, and this costs a walk, not reading 5 MB each time)."""
+    before = {"content": snapshot(CORPUS), "stat": corpus_stat(CORPUS)}
+    yield before
+    # the session's last word (each xdist worker's): no test here changed a byte
+    changed = sorted(set(snapshot(CORPUS).items()) ^ set(before["content"].items()))
+    assert not changed, f"the corpus changed: {changed[:6]}"
+
+
+def corpus_stat(root: Path) -> dict[str, tuple]:
+    """relative path -> (file type, size, mtime in ns, link target or "")."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            link = os.readlink(p) if stat.S_ISLNK(st.st_mode) else ""
+            out[os.path.relpath(p, root)] = (stat.S_IFMT(st.st_mode), st.st_size,
+                                             st.st_mtime_ns, link)
+    return out
 
 
 _targets: dict[str, Target] = {}
@@ -203,11 +246,30 @@ def target(case_id: str, sandbox: Path) -> Target:
             break
     else:
         tc = next(c for c in TEST_TIME_CASES if c.name == case_id)
-        root = tc.build(sandbox / "built")
+        root = _built(tc, sandbox)
         t = Target(tc.name, root, root / tc.target, tc.words, tc.exits, None, False,
                    ("*",), False)
     _targets[case_id] = t
     return t
+
+
+def _built(tc, sandbox: Path) -> Path:
+    """The test-time case made once in the run (built aside, then renamed into place, so it
+    is there complete or not at all); the path to open in it."""
+    built = sandbox / "built"
+    root = built / tc.name  # what build() makes, or a folder inside it
+    if tc.kind == "hf-refs-fifo":
+        root = root / "models--org--tiny" / "snapshots" / "0123abcd"
+
+    def make():
+        aside = sandbox / "building" / str(os.getpid())
+        made = tc.build(aside)
+        assert made == aside / root.relative_to(built), made
+        built.mkdir(exist_ok=True)
+        os.rename(aside / tc.name, built / tc.name)
+
+    once(sandbox, f"build-{tc.name}", make, built / tc.name, timeout=60)
+    return root
 
 
 def fresh_cwd(sandbox: Path, label: str) -> Path:
@@ -237,7 +299,7 @@ class ProbeServers:
         self.home, self.free, self.all = home, queue.Queue(), []
 
     def _start(self) -> subprocess.Popen | None:
-        self.home.mkdir(exist_ok=True)
+        self.home.mkdir(parents=True, exist_ok=True)
         p = subprocess.Popen([sys.executable, "-m", "tests.malicious.probe_server"],
                              cwd=self.home, env=child_env(), stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
@@ -295,44 +357,45 @@ def _probe_now(t: Target, sandbox: Path) -> tuple[Run, dict, Path]:
     return run, steps, cwd
 
 
-_futures: dict = {}
-
-
 def _selected(items) -> list[str]:
     """Case ids of the tests here that will run (after -k and the like), in order."""
     here, known, out = Path(__file__).parent, set(all_ids()), []
     for item in items:
         cid = getattr(getattr(item, "callspec", None), "params", {}).get("case_id")
-        probed = item.name.startswith(("test_check", "test_stats", "test_tui", "test_in_"))
-        if cid in known and cid not in out and probed and here in Path(str(item.path)).parents:
+        if cid in known and cid not in out and here in Path(str(item.path)).parents:
             out.append(cid)
     return out
 
 
 @pytest.fixture(scope="session", autouse=True)
 def probes(request, sandbox):
-    """Probes are child processes: run them all in the background, a few at a time, as soon
-    as the session starts; each test waits for its own."""
+    """Probes are child processes, and half their time a TUI session waits on its screen: two
+    at a time in each worker, in the background from the session's start, each case claimed
+    by the first worker to reach it (once()); each test waits for its own."""
     from concurrent.futures import ThreadPoolExecutor
 
     global _servers
-    _servers = ProbeServers(sandbox / "probe-servers")
-    # one more than the cores: a TUI session spends part of its time waiting on its screen
-    pool = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1)
+    _servers = ProbeServers(sandbox / "probe-servers" / str(os.getpid()))
+    pool = ThreadPoolExecutor(max_workers=2)
     for cid in _selected(request.session.items):
-        _futures[cid] = pool.submit(_probe_now, target(cid, sandbox), sandbox)
-    yield _futures
+        pool.submit(probe, target(cid, sandbox), sandbox)
+    yield
     pool.shutdown(wait=True, cancel_futures=True)
     _servers.close()
     _servers = None
 
 
 def probe(t: Target, sandbox: Path) -> tuple[Run, dict, Path]:
-    """check, stats and the TUI for one case, from its child process (one per session)."""
-    if t.id not in _futures:
-        from concurrent.futures import Future
+    """inspect, check, stats and the TUI for one case, from its child process: once in the
+    whole run, by whichever worker (or pool thread) asks first."""
+    done = sandbox / "probes" / f"{t.id}.done.json"
 
-        f: Future = Future()
-        f.set_result(_probe_now(t, sandbox))
-        _futures[t.id] = f
-    return _futures[t.id].result()
+    def make():
+        run, steps, cwd = _probe_now(t, sandbox)
+        tmp = done.with_name(f"{t.id}.done.tmp")
+        tmp.write_text(json.dumps({"run": run.__dict__, "steps": steps, "cwd": str(cwd)}))
+        os.replace(tmp, done)
+
+    once(sandbox, f"probe-{t.id}", make, done, timeout=PROBE_SECONDS + 60)
+    got = json.loads(done.read_text())
+    return Run(**got["run"]), got["steps"], Path(got["cwd"])

@@ -2,7 +2,7 @@
 
     python -m tests.malicious.probe RESULT.json PATH [STATS_NAME ...]
 
-Steps, each under its own alarm: `check --json`, `stats --json NAMES` (both through
+Steps, each under its own alarm: `inspect --json`, `check --json`, `stats --json NAMES` (through
 `ckpt_browser.cli.main`, as the console script runs them) and a TUI pilot session (make_app on
 open_layout, as tests/tui do): wait for the workers, open the problems screen, the training
 view and the resume check, quit. The result file is rewritten after every step, so a step that
@@ -26,7 +26,7 @@ import time
 import traceback
 
 STEP_SECONDS = 20
-MAX_TEXT = 200_000  # what is kept of each output
+MAX_TEXT = 20_000_000  # what is kept of each output (a flood's inspect --json is MBs)
 
 
 class Hang(BaseException):
@@ -85,6 +85,7 @@ async def _session(path: str) -> dict:
     from ckpt_browser.opening import pick as _pick
     from ckpt_browser.readers import open_layout
     from ckpt_browser.tui.app import make_app
+    from tests.tui.conftest import loaded
 
     try:
         chosen, timeline = _pick(path, None)
@@ -94,20 +95,17 @@ async def _session(path: str) -> dict:
     app = make_app(layout, (path, timeline) if timeline else None)
     seen: dict = {}
     async with app.run_test(size=(100, 30)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await loaded(app, pilot)
         seen["running_after_load"] = app.is_running
         seen["main"] = _texts(app.screen)
         await pilot.press("p")
         await pilot.pause()
         seen["problems"] = _texts(app.screen)
         await pilot.press("escape", "t")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await loaded(app, pilot)
         seen["state"] = _texts(app.screen)
         await pilot.press("r")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await loaded(app, pilot)
         seen["resume"] = _texts(app.screen)
         await pilot.press("escape")
         await pilot.pause()
@@ -147,6 +145,8 @@ def main(argv: list[str]) -> None:
             json.dump(results, f)
         os.replace(tmp, out_path)
 
+    save()
+    results["inspect"] = _cli(["inspect", "--json", path])
     save()
     results["check"] = _cli(["check", "--json", path])
     save()

@@ -33,6 +33,7 @@ def _warm() -> None:
     import ckpt_browser.readers  # noqa: F401
     import ckpt_browser.tui.browse.screen  # noqa: F401
     from tests.malicious import probe  # noqa: F401
+    from tests.tui import conftest  # noqa: F401
 
 
 def _child(req: dict) -> None:

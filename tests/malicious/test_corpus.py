@@ -2,8 +2,8 @@
 every command stays bounded in time and memory.
 
 For each case (tests/malicious/README.md lists them) from an empty working folder:
-- `python -m ckpt_browser inspect --json` in a child process (RLIMIT_AS 2 GiB, 20 s);
-- `check --json`, `stats --json '*'` and a TUI pilot session in the probe process (probe.py);
+- `inspect --json`, `check --json`, `stats --json '*'` and a TUI pilot session in the case's
+  probe process (probe.py: forked from a warm parent, RLIMIT_AS 2 GiB, 20 s a step);
 - `inspect`, `check` and `stats` again through `ckpt_browser.cli.main` in this process (SIGALRM
   and a temporary RLIMIT_AS), unless the probe showed that the case kills a process;
 and after each: the exit code is a documented one (never 1), stderr is at most one line and
@@ -34,10 +34,10 @@ from tests.malicious.conftest import (
     Run,
     all_ids,
     child_env,
+    corpus_stat,
     fresh_cwd,
     markers_in,
     probe,
-    run_bounded,
     run_inline,
     target,
 )
@@ -137,12 +137,10 @@ def assert_harmless(t, cwd: Path, sandbox: Path, before: dict) -> None:
 
 
 def assert_corpus_untouched(before: dict) -> None:
-    now = snapshot(CORPUS)
-    for rel in list(now):
-        p = CORPUS / rel
-        if not p.is_symlink():
-            now[rel] = now[rel] + (p.stat().st_mtime_ns,)
-    changed = sorted(set(now.items()) ^ set(before.items()))
+    """No entry of the corpus added, removed, retyped, resized, relinked or written (its
+    mtime); the bytes themselves are compared at the end of the session."""
+    now = corpus_stat(CORPUS)
+    changed = sorted(set(now.items()) ^ set(before["stat"].items()))
     assert not changed, f"the corpus changed: {changed[:6]}"
 
 
@@ -229,23 +227,6 @@ def test_payloads_are_live(tmp_path):
 
 # -- every case ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("case_id", IDS)
-def test_inspect_subprocess(case_id, sandbox, corpus_before):
-    """`python -m ckpt_browser inspect --json PATH`: the console script's path, bounded."""
-    t = target(case_id, sandbox)
-    cwd = fresh_cwd(sandbox, f"inspect-{case_id}")
-    run = run_bounded([sys.executable, "-m", "ckpt_browser", "inspect", "--json", str(t.path)],
-                      cwd)
-    assert run.rc != "hang", f"inspect hangs (killed after {STEP_SECONDS} s)"
-    assert not str(run.rc).startswith("killed"), f"inspect was {run.rc}: {run.err[-1500:]}"
-    assert run.maxrss_mb < MAX_RSS_MB, f"inspect peaked at {run.maxrss_mb} MB"
-    assert_cli(t, "inspect", run)
-    if run.rc != 2:
-        assert isinstance(_json(run.out), dict), f"stdout is not one JSON object: {run.out[:300]}"
-    assert_reported(t, inspect_text(run), "inspect")
-    assert_harmless(t, cwd, sandbox, corpus_before)
-
-
 def _step(t, sandbox, name: str) -> tuple[dict, Path]:
     run, steps, cwd = probe(t, sandbox)
     step = steps.get(name)
@@ -262,6 +243,22 @@ def _step(t, sandbox, name: str) -> tuple[dict, Path]:
 def _as_run(step: dict) -> Run:
     return Run(step["rc"], step.get("out", ""), step.get("err", ""), step.get("seconds", 0.0),
                step.get("maxrss_mb", 0.0), step.get("error", "") + "\n" + step.get("where", ""))
+
+
+@pytest.mark.parametrize("case_id", IDS)
+def test_inspect(case_id, sandbox, corpus_before):
+    """`inspect --json PATH` in the case's own process (forked from a warm parent, capped at
+    MEMORY_LIMIT, killed past its time), the first thing that process does."""
+    t = target(case_id, sandbox)
+    step, cwd = _step(t, sandbox, "inspect")
+    run = _as_run(step)
+    assert run.rc != "hang", f"inspect hangs: {run.error}"
+    assert run.rc != "raised", f"inspect raised out of main(): {run.error}"
+    assert_cli(t, "inspect", run)
+    if run.rc != 2:
+        assert isinstance(_json(run.out), dict), f"stdout is not one JSON object: {run.out[:300]}"
+    assert_reported(t, inspect_text(run), "inspect")
+    assert_harmless(t, cwd, sandbox, corpus_before)
 
 
 @pytest.mark.parametrize("case_id", IDS)
@@ -328,4 +325,8 @@ def test_in_process(case_id, sandbox, corpus_before):
 
 
 def test_corpus_untouched_at_the_end(corpus_before):
+    """Byte for byte, after every other test here (this module's last test)."""
     assert_corpus_untouched(corpus_before)
+    now = snapshot(CORPUS)
+    changed = sorted(set(now.items()) ^ set(corpus_before["content"].items()))
+    assert not changed, f"the corpus changed: {changed[:6]}"

@@ -26,9 +26,35 @@ def app_on(monkeypatch, folder, name):
     return make_app(open_layout(name))
 
 
-async def loaded(app, pilot):
-    await app.workers.wait_for_complete()
+async def loaded(app, pilot, rounds: int = 50):
+    """Wait until no worker runs and the screen has taken in what they read. One wait for
+    the workers is not enough: the headers worker ends before its message is handled, and
+    that handler starts the training read (a snapshot taken between showed half a screen)."""
+    from textual.worker import WorkerFailed, WorkerState
+
+    for _ in range(rounds):
+        await pilot.pause()
+        running = [w for w in app.workers if w.state in (WorkerState.PENDING,
+                                                         WorkerState.RUNNING)]
+        if not running and screen_current(app):
+            break
+        try:
+            await app.workers.wait_for_complete(running)
+        except WorkerFailed:
+            pass  # the app reports it in words; the test looks at those
     await pilot.pause()
+
+
+def screen_current(app) -> bool:
+    """The first screen holds everything its workers were started to read (or says they
+    stopped)."""
+    first = getattr(app, "first", None)
+    model = getattr(first, "model", None)
+    if model is not None:  # the browser
+        return bool(model.failed) or (model.loaded and model.training is not None)
+    if hasattr(first, "result"):  # the diff
+        return first.result is not None or first._load_error is not None
+    return True
 
 
 def plain(static) -> str:

@@ -19,6 +19,17 @@ def run_app(monkeypatch, folder: str = "hf-run3"):
     return make_app(open_layout(entries[0].path), (folder, entries))
 
 
+async def picked(app, pilot):
+    """Wait until the picker is on top and holds every verdict it checks (its worker starts
+    only once the picker is mounted, after the browser's own first workers)."""
+    for _ in range(50):
+        await loaded(app, pilot)
+        screen = app.screen
+        if isinstance(screen, TimelineScreen) and None not in screen.verdicts:
+            break
+    await pilot.pause()
+
+
 def rows(screen) -> list[str]:
     listing = screen.query_one("#timeline-list")
     return [listing.get_option_at_index(i).prompt.plain for i in range(listing.option_count)]
@@ -27,7 +38,7 @@ def rows(screen) -> list[str]:
 async def test_rows_fit_80_columns_with_step_verdict_and_framework(monkeypatch):
     app = run_app(monkeypatch)
     async with app.run_test(size=(80, 24)) as pilot:
-        await loaded(app, pilot)
+        await picked(app, pilot)
         screen = app.screen
         assert isinstance(screen, TimelineScreen)
         width = screen.query_one("#timeline-list").scrollable_content_region.width
@@ -63,7 +74,7 @@ async def test_verdicts_fill_in_as_each_is_checked(monkeypatch):
         await pilot.pause()
         assert all(line.split()[3] == "…" for line in rows(app.screen)), rows(app.screen)
         release.set()
-        await loaded(app, pilot)
+        await picked(app, pilot)
         assert [line.split()[3] for line in rows(app.screen)] == ["EXACT"] * 3
 
 
@@ -82,4 +93,4 @@ async def test_c_on_a_single_checkpoint_says_so(sample_app):
 def test_picker_80x24(snap_compare, monkeypatch):
     app = run_app(monkeypatch)
     assert snap_compare(app, terminal_size=(80, 24),
-                        run_before=lambda pilot: loaded(pilot.app, pilot))
+                        run_before=lambda pilot: picked(pilot.app, pilot))

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_browser.readers.checkpoints import find_checkpoints, is_timeline, step_of
+from ckpt_browser.producers.names import step_of
+from ckpt_browser.producers.recognise import find_checkpoints
+from ckpt_browser.producers.timeline import is_timeline
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"
 
@@ -111,7 +113,7 @@ def test_each_entry_says_which_framework_wrote_it():
 ])
 def test_detection_opens_the_checkpoint_the_timeline_puts_first(tmp_path, names):
     """One rule for "the newest": a run folder opens what its timeline lists first."""
-    from ckpt_browser.readers.frameworks import detect
+    from ckpt_browser.producers.recognise import detect
 
     for name in names:
         path = tmp_path / name

@@ -7,12 +7,12 @@ files opened are tiny text markers: DeepSpeed's `latest`, Megatron's
 `latest_checkpointed_iteration.txt` and `metadata.json`. No pickle is touched here.
 """
 
-from ckpt_browser.producers.accelerate import ACCELERATE_PRODUCER
+from ckpt_browser.producers.accelerate import ACCELERATE
 from ckpt_browser.producers.base import Producer
 from ckpt_browser.producers.dcp import DCP
 from ckpt_browser.producers.deepspeed import DEEPSPEED
 from ckpt_browser.producers.hf_trainer import HF_TRAINER
-from ckpt_browser.producers.lightning import LIGHTNING_PRODUCER
+from ckpt_browser.producers.lightning import LIGHTNING
 from ckpt_browser.producers.megatron import MEGATRON
 from ckpt_browser.producers.plain import SAFETENSORS, TORCH
 from ckpt_browser.producers.torchtitan import TORCHTITAN
@@ -20,7 +20,7 @@ from ckpt_browser.producers.torchtitan import TORCHTITAN
 # Order decides between two that claim one folder: a framework's own layout before the DCP or
 # weights files it holds (torchtitan's step-N before any DCP folder; plain weights last).
 PRODUCERS: tuple[Producer, ...] = (
-    LIGHTNING_PRODUCER, MEGATRON, HF_TRAINER, ACCELERATE_PRODUCER, DEEPSPEED, TORCHTITAN, DCP,
+    LIGHTNING, MEGATRON, HF_TRAINER, ACCELERATE, DEEPSPEED, TORCHTITAN, DCP,
     SAFETENSORS, TORCH)
 
 __all__ = ["PRODUCERS", "Producer"]

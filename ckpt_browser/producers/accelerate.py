@@ -8,7 +8,7 @@ import re
 from ckpt_browser.producers.base import Producer, Seen, match_roles, rx, step_name
 from ckpt_browser.producers.trainer import TrainerRule
 
-ACCELERATE = TrainerRule(
+RULE = TrainerRule(
     "accelerate",
     {
         "weights": rx(r"model(?:_\d+)?\.safetensors", r"pytorch_model(?:_\d+)?\.bin",
@@ -31,12 +31,12 @@ def _claims(seen: Seen) -> bool:
     .safetensors file is plain safetensors."""
     if seen.is_file:
         return not seen.names[0].endswith(".safetensors") and bool(
-            match_roles(ACCELERATE.roles, seen.names))
-    return ACCELERATE.signed(seen)
+            match_roles(RULE.roles, seen.names))
+    return RULE.signed(seen)
 
 
-ACCELERATE_PRODUCER = Producer(
-    "accelerate", _claims, ACCELERATE.roles_of,
+ACCELERATE = Producer(
+    "accelerate", _claims, RULE.roles_of,
     (step_name("step_N", r"step_(\d+)"), step_name("epoch_N", r"epoch_(\d+)", "epoch"),
      step_name("checkpoint_N", r"checkpoint_(\d+)", "save")),
     rank_names=re.compile(r"^random_states_(\d+)\.pkl$"))

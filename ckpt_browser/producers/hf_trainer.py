@@ -7,7 +7,7 @@ import re
 from ckpt_browser.producers.base import Producer, rx, step_name
 from ckpt_browser.producers.trainer import TrainerRule
 
-HF = TrainerRule(
+RULE = TrainerRule(
     "hf-trainer",
     {
         "weights": rx(r"model\.safetensors", r"model-\d+-of-\d+\.safetensors",
@@ -29,6 +29,6 @@ HF = TrainerRule(
        r"rng_state(?:_\d+)?\.pth"),
     re.compile(r"^global_step\d+$"), adapters=True, folder_epoch=False)
 
-HF_TRAINER = Producer("hf-trainer", HF.signed, HF.roles_of,
+HF_TRAINER = Producer("hf-trainer", RULE.signed, RULE.roles_of,
                       (step_name("checkpoint-N", r"checkpoint-(\d+)"),),
                       rank_names=re.compile(r"^rng_state_(\d+)\.pth$"))

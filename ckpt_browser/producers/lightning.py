@@ -22,7 +22,7 @@ from ckpt_browser.producers.deepspeed import DS_MODEL, deepspeed_root, has_tag
 
 # Lightning never writes RNG state (FORMATS.md "Lightning"), so no file serves that role.
 LIGHTNING_ROLES = ("weights", "optimizer", "scheduler", "data", "progress", "scaler")
-LIGHTNING = "lightning .ckpt"
+CKPT_NAME = "lightning .ckpt"
 _PARTS = re.compile(r"(?:^|[-_])epoch=(\d+)|(?:^|[-_])step=(\d+)")
 
 
@@ -72,8 +72,8 @@ def _roles(seen: Seen) -> Detection:
     return lightning_dir(seen)
 
 
-LIGHTNING_PRODUCER = Producer(
+LIGHTNING = Producer(
     "lightning", lambda seen: seen.base.endswith(".ckpt"), _roles,
-    (StepName(LIGHTNING, re.compile(r"^(?:.*[-_])?(?:epoch|step)=\d+.*\.ckpt$"), "step",
+    (StepName(CKPT_NAME, re.compile(r"^(?:.*[-_])?(?:epoch|step)=\d+.*\.ckpt$"), "step",
               ckpt_numbers),
      step_name("last.ckpt", r"last(?:-v\d+)?\.ckpt", "")))

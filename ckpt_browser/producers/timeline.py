@@ -45,7 +45,8 @@ def checkpoints_in(folder: str, prefix: str = "") -> Walked:
         st = os.stat(folder)
     except OSError:
         return Walked([])
-    key = (os.path.abspath(folder), prefix, st.st_dev, st.st_ino, st.st_mtime_ns)
+    # the folder as given too: the entries hold paths under it (a relative one is relative)
+    key = (folder, os.path.abspath(folder), prefix, st.st_dev, st.st_ino, st.st_mtime_ns)
     with _WALKED_LOCK:
         hit = _WALKED.get(key)
     if hit is None:

@@ -43,7 +43,7 @@ def checkpoint(workdir: str) -> str:
 
 def browse_model(path: str):
     from ckpt_browser.analysis.open import iter_tagged
-    from ckpt_browser.readers import open_layout
+    from ckpt_browser.producers.layout import open_layout
     from ckpt_browser.tui.browse.model import BrowseModel
 
     model = BrowseModel(open_layout(path))
@@ -160,7 +160,7 @@ async def key_to_frame(path: str, reps: int) -> dict[str, float]:
 
     from rich.console import Console
 
-    from ckpt_browser.readers import open_layout
+    from ckpt_browser.producers.layout import open_layout
     from ckpt_browser.tui.app import make_app
     from ckpt_browser.tui.browse.table import SORTS
 

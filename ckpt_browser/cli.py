@@ -394,7 +394,7 @@ def cmd_diff(args) -> int:
 
 
 def cmd_browse(args) -> int:
-    from ckpt_browser.readers import open_layout
+    from ckpt_browser.producers.layout import open_layout
 
     if len(args.path) > 2:
         raise UsageError(" ".join(args.path), "give one checkpoint to browse, or two to compare")

@@ -214,7 +214,7 @@ class Layout:
     # the files that should be safetensors (the index's, *.safetensors)
     shards: tuple[str, ...] = ()
     dcp: tuple[str, ...] = ()  # DCP folders, relative to root ("" the root itself)
-    detection: object = None  # what the file and folder names say (readers.detection.Detection)
+    detection: object = None  # what the file and folder names say (producers.base.Detection)
     shown_as: str = ""  # how screens name it when not by its path (the bundled sample)
 
     @cached_property

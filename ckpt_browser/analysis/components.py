@@ -23,8 +23,12 @@ from ckpt_browser.analysis.content.projects import framework_of
 from ckpt_browser.analysis.state.common import missing
 from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import COMPONENTS, Checkpoint, TrainingState
+from ckpt_browser.producers.base import Detection
+from ckpt_browser.producers.deepspeed import deepspeed_tag
+from ckpt_browser.producers.lightning import LIGHTNING_ROLES
+from ckpt_browser.producers.names import step_from_name
+from ckpt_browser.producers.recognise import detect
 from ckpt_browser.readers.files import PICKLE_FORMATS
-from ckpt_browser.readers.frameworks import Detection, detect
 from ckpt_browser.standins import PickleFile
 
 __all__ = ["BUILDERS", "training_state"]
@@ -96,15 +100,14 @@ def _detection(ckpt: Checkpoint) -> Detection:
     kind = framework_of(pf.obj) if pf.obj is not None and not pf.unsafe else None
     name = f.name
     if kind == "lightning":
-        from ckpt_browser.readers.detection.lightning import LIGHTNING_ROLES
-
         return replace(det, framework="lightning", variant="", roles={
             k: (name,) for k in LIGHTNING_ROLES})
     if kind == "deepspeed":
-        from ckpt_browser.readers.detection.deepspeed import deepspeed_tag
-
-        return replace(deepspeed_tag(layout.path, det.root, "", [name], det.step,
-                                     det.step_source), path=det.path)
+        step, source = det.step, det.step_source
+        if step is None:  # a states file named like a checkpoint (global_step4)
+            step, _, source = step_from_name(os.path.basename(os.path.abspath(layout.path)))
+        return replace(deepspeed_tag(layout.path, det.root, "", [name], step, source),
+                       path=det.path)
     if kind == "megatron":
         return replace(det, framework="megatron", variant="torch", roles={
             k: (name,) for k in COMPONENTS})

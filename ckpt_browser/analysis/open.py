@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 
 from ckpt_browser.analysis.content.tag import tag_files
 from ckpt_browser.model import Checkpoint, FileInfo, Layout
-from ckpt_browser.readers import finish, iter_files, open_layout
+from ckpt_browser.producers.layout import open_layout
+from ckpt_browser.readers import finish, iter_files
 
 
 def open_checkpoint(path: str, cancel: threading.Event | None = None,

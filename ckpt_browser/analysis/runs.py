@@ -1,6 +1,6 @@
 """A folder of several checkpoints of one run, found by names or by content, newest first.
 
-By names: the frameworks' step folders and files (readers.checkpoints: checkpoint-N, step-N,
+By names: the frameworks' step folders and files (producers.names: checkpoint-N, step-N,
 epoch=E-step=S.ckpt ...). By content: a folder of single-file checkpoints of one run
 (`ckpt_epoch1.pt`, `checkpoint-3.pth.tar`, torchvision's `model_5.pth` beside `checkpoint.pth`),
 files whose weights have the same names, ordered by the steps and epochs their contents
@@ -19,12 +19,9 @@ from ckpt_browser.analysis.content.projects import fingerprint
 from ckpt_browser.analysis.content.signatures import counter_kind
 from ckpt_browser.analysis.content.tag import param_name, wrapper_prefix
 from ckpt_browser.errors import NotACheckpoint
-from ckpt_browser.readers.checkpoints import (
-    TimelineEntry,
-    find_checkpoints,
-    is_timeline,
-    newest_first,
-)
+from ckpt_browser.producers.names import TimelineEntry, newest_first
+from ckpt_browser.producers.recognise import detect, find_checkpoints, with_formats
+from ckpt_browser.producers.timeline import is_timeline
 from ckpt_browser.readers.files import head_of, sniff
 from ckpt_browser.readers.walk import MAX_DEPTH, list_folder, loops_back
 from ckpt_browser.standins import TensorRef
@@ -51,8 +48,6 @@ def run_entries(path: str, depth: int = 0) -> list[TimelineEntry]:
 
 
 def _by_content(folder: str, depth: int) -> list[TimelineEntry]:
-    from ckpt_browser.readers.frameworks import detect
-
     try:
         names = list(list_folder(folder).names)  # bounded, loops left out
     except OSError:
@@ -84,8 +79,7 @@ def _by_content(folder: str, depth: int) -> list[TimelineEntry]:
     if len(subs) < 2:
         return []
     entries = [_entry(os.path.join(folder, n), n, None, "folder") for n in subs]
-    return newest_first([replace(e, format=detect(e.path).framework)
-                          for e in entries if e is not None])
+    return with_formats([e for e in entries if e is not None])
 
 
 def _kind(path: str) -> str:

@@ -1,6 +1,6 @@
-"""Readers turn files into model objects. No Textual here, and no torch for safetensors."""
+"""Readers turn files into model objects: file formats only, no framework's names (those are
+in producers/). No Textual here, and no torch for safetensors."""
 
-from ckpt_browser.readers.layout import open_layout
 from ckpt_browser.readers.load import finish, iter_files
 
-__all__ = ["finish", "iter_files", "open_layout"]
+__all__ = ["finish", "iter_files"]

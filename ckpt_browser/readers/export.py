@@ -24,6 +24,7 @@ from typing import Any
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem
 from ckpt_browser.readers.export_graph import read_program
+from ckpt_browser.readers.zipentries import read_member
 from ckpt_browser.standins import PickleFile, TensorRef
 
 MAX_CONFIG = 64 * 2**20
@@ -58,6 +59,7 @@ class _Archive:
     root: str
     name: str
     locate: Any
+    read_file: Any  # torchfile.read_pickle_file_object, for the torch files inside
     obj: dict = field(default_factory=dict)
     storages: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)
@@ -68,10 +70,12 @@ class _Archive:
         return self.zf.NameToInfo.get(f"{self.root}/{rel}")
 
 
-def read_export(f, zf: zipfile.ZipFile, root: str, name: str, size: int, locate) -> PickleFile:
+def read_export(f, zf: zipfile.ZipFile, root: str, name: str, size: int, locate,
+                read_file) -> PickleFile:
     """The weights and constants of a PT2 archive as tensor records, and what its pickles
-    would run."""
-    a = _Archive(f, zf, root, name, locate)
+    would run. `read_file` reads the torch files the archive holds (passed in: torchfile
+    reads archives, and archives hold torch files)."""
+    a = _Archive(f, zf, root, name, locate, read_file)
     models = _models(zf, root)
     for model in models:
         prefix = "" if len(models) == 1 else f"{model}."
@@ -107,8 +111,6 @@ def _models(zf: zipfile.ZipFile, root: str) -> list[str]:
 
 
 def _config(a: _Archive, folder: str, rel: str, prefix: str) -> None:
-    from ckpt_browser.readers.torchfile import read_member
-
     info = a.member(rel)
     if info is None or info.file_size > MAX_CONFIG:
         return
@@ -136,8 +138,6 @@ def _config(a: _Archive, folder: str, rel: str, prefix: str) -> None:
 
 def _program(a: _Archive, rel: str) -> None:
     """The strings of a program that torch turns into code (export_graph.py)."""
-    from ckpt_browser.readers.torchfile import read_member
-
     info = a.member(rel)
     if info is None:
         return
@@ -223,7 +223,6 @@ def _pickled(a: _Archive, info: zipfile.ZipInfo, how: str, what: str, prefix: st
 
 def _read(a: _Archive, info: zipfile.ZipInfo, how: str) -> PickleFile:
     from ckpt_browser.readers.pickle_safe import unpickle
-    from ckpt_browser.readers.torchfile import read_member, read_pickle_file_object
 
     lim = limits.LIMITS
     where = a.locate(info) if info.compress_type == zipfile.ZIP_STORED else None
@@ -238,9 +237,9 @@ def _read(a: _Archive, info: zipfile.ZipInfo, how: str) -> PickleFile:
             got = unpickle(io.BytesIO(data), a.name, storage_ids=None)
             return PickleFile(a.name, "pickle", obj=got.obj, unsafe=got.unsafe,
                               problems=got.problems)
-        return read_pickle_file_object(io.BytesIO(data), a.name, len(data), nested=how)
+        return a.read_file(io.BytesIO(data), a.name, len(data), nested=how)
     window = io.BufferedReader(_Slice(a.f, where[0], where[1]), 1024)
-    return read_pickle_file_object(window, a.name, where[1], nested=how)
+    return a.read_file(window, a.name, where[1], nested=how)
 
 
 class _Slice(io.RawIOBase):

@@ -12,14 +12,11 @@ plain pickle, capped at 64 MiB.
 
 from __future__ import annotations
 
-import copy
 import io
-import lzma
 import os
 import struct
 import threading
 import zipfile
-import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -52,6 +49,7 @@ from ckpt_browser.readers.zipentries import (
     crc_problem,
     local_start,
     raw_name,
+    read_member,
     unchecked,
     with_zipfile_view,
 )
@@ -215,7 +213,8 @@ def _read_zip(f, name: str, size: int, nested: str | None = None) -> PickleFile:
         export_root = is_export(zf) if nested is None else None
         if export_root is not None:
             pf = read_export(f, zf, export_root, name, size,
-                             lambda member: _data_start(f, member, size, check.starts))
+                             lambda member: _data_start(f, member, size, check.starts),
+                             read_pickle_file_object)
             return _checked(pf, f, entries, check, (b"", -1), name)
         root, info = _data_pkl(zf)
         if info is None:
@@ -324,29 +323,6 @@ def _data_pkl(zf: zipfile.ZipFile) -> tuple[str, zipfile.ZipInfo | None]:
         if len(parts) == 2 and parts[1] == "data.pkl":
             return parts[0], info
     return "", None
-
-
-def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int,
-                verify: bool = True) -> bytes:
-    """At most `limit` bytes of a member, 1 MiB at a time: zipfile sizes one read by the
-    compressed size the entry claims, so a 1 KB file claiming 2 GiB would allocate 2 GiB.
-    verify=False skips zipfile's CRC check (which raises, losing the bytes): the caller
-    checks the CRC itself and still shows what torch.load would read."""
-    if not verify:
-        info = copy.copy(info)
-        info.CRC = None  # type: ignore[assignment]  # zipfile then skips its check
-    out = bytearray()
-    try:
-        with zf.open(info) as member:
-            while len(out) < limit:
-                chunk = member.read(min(2**20, limit - len(out)))
-                if not chunk:
-                    break
-                out += chunk
-    except (zlib.error, lzma.LZMAError, EOFError, OSError) as e:  # bz2 says OSError
-        raise zipfile.BadZipFile(f"{info.filename} cannot be decompressed "
-                                 f"(method {info.compress_type}): {e}") from None
-    return bytes(out)
 
 
 def _byteorder(zf: zipfile.ZipFile, root: str, name: str) -> list[Problem]:

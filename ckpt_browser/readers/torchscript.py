@@ -23,6 +23,7 @@ from typing import Any
 from ckpt_browser.model import ERROR, WARNING, Problem
 from ckpt_browser.readers.torchscript_code import MAX_USES, Source, Use, scan
 from ckpt_browser.readers.torchscript_ops import class_words, operator_words
+from ckpt_browser.readers.zipentries import read_member
 from ckpt_browser.standins import Opaque
 
 MAX_CODE_BYTES = 16 * 2**20  # source read from one archive (real models hold a few MB)
@@ -197,9 +198,6 @@ class _Reader:
     """The code files torch.jit.load would compile, read as text within the budgets."""
 
     def __init__(self, zf: zipfile.ZipFile, root: str):
-        from ckpt_browser.readers.torchfile import read_member
-
-        self.read_member = read_member
         self.zf = zf
         self.prefix = f"{root}/code/"
         self.files = {i.filename.lower(): i for i in zf.infolist()  # torch ignores case
@@ -241,7 +239,7 @@ class _Reader:
                         "checked")
             return None
         try:
-            data = self.read_member(self.zf, info, self.left, verify=False)
+            data = read_member(self.zf, info, self.left, verify=False)
         except (zipfile.BadZipFile, EOFError, ValueError, zlib.error, NotImplementedError,
                 RuntimeError, OSError) as e:
             self.cut = (f"{info.filename} cannot be read ({e}): what torch.jit.load would "

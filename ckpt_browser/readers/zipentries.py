@@ -9,8 +9,11 @@ Storage records are never read.
 
 from __future__ import annotations
 
+import copy
 import io
+import lzma
 import struct
+import zipfile
 import zlib
 from collections.abc import Callable
 
@@ -155,3 +158,26 @@ def local_start(f, offset: int, size: int) -> int | None:
         return None
     n_name, n_extra = struct.unpack_from("<HH", head, 26)
     return offset + 30 + n_name + n_extra
+
+
+def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int,
+                verify: bool = True) -> bytes:
+    """At most `limit` bytes of a member, 1 MiB at a time: zipfile sizes one read by the
+    compressed size the entry claims, so a 1 KB file claiming 2 GiB would allocate 2 GiB.
+    verify=False skips zipfile's CRC check (which raises, losing the bytes): the caller
+    checks the CRC itself and still shows what torch.load would read."""
+    if not verify:
+        info = copy.copy(info)
+        info.CRC = None  # type: ignore[assignment]  # zipfile then skips its check
+    out = bytearray()
+    try:
+        with zf.open(info) as member:
+            while len(out) < limit:
+                chunk = member.read(min(2**20, limit - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+    except (zlib.error, lzma.LZMAError, EOFError, OSError) as e:  # bz2 says OSError
+        raise zipfile.BadZipFile(f"{info.filename} cannot be decompressed "
+                                 f"(method {info.compress_type}): {e}") from None
+    return bytes(out)

@@ -155,7 +155,7 @@ def entries(fs, root: str, depth: int, cap: int) -> tuple[str, list, dict[str, f
     if len(out) > cap:
         raise RemoteError(root, f"holds more than {cap:,} files; name one checkpoint inside it")
     if _hub(fs):
-        from ckpt_browser.readers.checkpoints import step_of
+        from ckpt_browser.producers.names import step_of
 
         named = [rel for rel, _, _ in out if "/" not in rel and step_of(rel)[1] is not None]
         if folders or named:

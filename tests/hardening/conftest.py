@@ -201,8 +201,9 @@ def isolated(tmp_path, monkeypatch) -> dict[str, Path]:
 def open_browser(path: str):
     """cli.cmd_browse without the terminal: a folder of checkpoints opens its newest, with
     the timeline behind `c`."""
-    from ckpt_browser.readers import open_layout
-    from ckpt_browser.readers.checkpoints import find_checkpoints, is_timeline
+    from ckpt_browser.producers.layout import open_layout
+    from ckpt_browser.producers.recognise import find_checkpoints
+    from ckpt_browser.producers.timeline import is_timeline
     from ckpt_browser.tui.app import make_app
 
     timeline = None

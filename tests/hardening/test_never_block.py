@@ -78,7 +78,7 @@ ALLOWED = {
            "progress, never an existing FIFO"),
     ("ckpt_browser/readers/torchfile.py", "zipfile.ZipFile"): (
         1, "on a file object from open_regular"),
-    ("ckpt_browser/readers/torchfile.py", "zf.open"): (
+    ("ckpt_browser/readers/zipentries.py", "zf.open"): (
         1, "a member of a zip already open: no path"),
     ("ckpt_browser/analysis/state/files.py", "zipfile.ZipFile"): (
         1, "on io.BytesIO of bytes already read"),
@@ -154,7 +154,7 @@ def _special(path: Path, kind: str) -> None:
 
 @pytest.mark.parametrize("kind,words", [("fifo", "FIFO"), ("/dev/zero", "character device")])
 def test_hf_cache_refs_main_special_file_is_a_warning(tmp_path, kind, words):
-    from ckpt_browser.readers import open_layout
+    from ckpt_browser.producers.layout import open_layout
 
     repo, snap = _hf_cache(tmp_path / "hub")
     _special(repo / "refs" / "main", kind)
@@ -181,7 +181,7 @@ def test_offline_hf_url_whose_refs_main_is_a_fifo_says_one_line(tmp_path):
 def test_hf_snapshot_linked_back_into_the_cache_is_a_loop(tmp_path, target):
     """snapshots/loopy -> . (the snapshots folder) or .. (the repo folder): one line."""
     from ckpt_browser.opening import pick
-    from ckpt_browser.readers import open_layout
+    from ckpt_browser.producers.layout import open_layout
 
     repo, _ = _hf_cache(tmp_path / "hub")
     loopy = repo / "snapshots" / "loopy"
@@ -245,7 +245,7 @@ def test_a_loop_in_a_run_folder_is_a_warning_never_a_checkpoint(tmp_path, case):
     """The CLI's way: pick the run's newest, open it. Before, checkpoint-9 -> . was the newest
     checkpoint, read 40 folders deep; checkpoint-7 -> .. an empty newer one."""
     from ckpt_browser.opening import pick
-    from ckpt_browser.readers import open_layout
+    from ckpt_browser.producers.layout import open_layout
 
     (tmp_path / "side").mkdir()
     links, link, words = LOOPS[case]
@@ -264,7 +264,7 @@ def test_a_loop_beside_a_lightning_file_is_a_warning_never_a_checkpoint(tmp_path
     """A run of .ckpt files: the newest is a file, opened by its path; the loop beside it is
     still said (epoch=9-step=90.ckpt -> . was a Lightning folder newer than any file)."""
     from ckpt_browser.opening import pick
-    from ckpt_browser.readers import open_layout
+    from ckpt_browser.producers.layout import open_layout
 
     run = tmp_path / "lightning"
     shutil.copytree(REPO / "sample_checkpoints" / "lightning", run)
@@ -292,7 +292,7 @@ def test_a_loop_inside_a_checkpoint_folder_is_a_warning_not_a_damaged_file(tmp_p
 
 
 def test_opening_the_loop_link_itself_shows_the_real_checkpoint_once(tmp_path):
-    from ckpt_browser.readers.frameworks import detect
+    from ckpt_browser.producers.recognise import detect
 
     run = _run(tmp_path, {"checkpoint-9": "."})
     with no_hang():
@@ -305,7 +305,7 @@ def test_opening_the_loop_link_itself_shows_the_real_checkpoint_once(tmp_path):
     ({"checkpoint-8": "/", "checkpoint-9": "checkpoint-1"}, ["checkpoint-1"]),
 ])
 def test_the_timeline_lists_each_real_folder_once(tmp_path, links, names):
-    from ckpt_browser.readers.checkpoints import find_checkpoints
+    from ckpt_browser.producers.recognise import find_checkpoints
 
     run = _run(tmp_path, links)
     with no_hang():
@@ -314,7 +314,7 @@ def test_the_timeline_lists_each_real_folder_once(tmp_path, links, names):
 
 def test_two_links_to_one_blob_stay_two_checkpoints(tmp_path):
     """The Hugging Face cache links identical files to one blob: those are not duplicates."""
-    from ckpt_browser.readers.checkpoints import find_checkpoints
+    from ckpt_browser.producers.recognise import find_checkpoints
 
     (tmp_path / "blob").write_bytes(b"x")
     run = tmp_path / "run"
@@ -327,7 +327,8 @@ def test_two_links_to_one_blob_stay_two_checkpoints(tmp_path):
 # -- every walk is bounded, and says so when the bound cuts it -----------------------------------
 
 def test_a_folder_over_the_entry_bound_is_cut_and_said(tmp_path, monkeypatch):
-    from ckpt_browser.readers import open_layout, walk
+    from ckpt_browser.producers.layout import open_layout
+    from ckpt_browser.readers import walk
 
     monkeypatch.setattr(walk, "MAX_ENTRIES", 5)
     for i in range(8):
@@ -340,16 +341,16 @@ def test_a_folder_over_the_entry_bound_is_cut_and_said(tmp_path, monkeypatch):
 
 def test_run_folders_nested_past_the_bound_are_not_followed(tmp_path, monkeypatch):
     """checkpoint-1/checkpoint-1/... each a run folder of one: detection stops, and says so."""
-    from ckpt_browser.readers import frameworks
+    from ckpt_browser.producers import recognise
 
-    monkeypatch.setattr(frameworks, "MAX_DEPTH", 3)
+    monkeypatch.setattr(recognise, "MAX_DEPTH", 3)
     deep = tmp_path
     for _ in range(6):
         deep = deep / "checkpoint-1"
     deep.mkdir(parents=True)
     (deep / "notes.txt").write_text("x")
     with no_hang():
-        det = frameworks.detect(str(tmp_path))
+        det = recognise.detect(str(tmp_path))
     assert det.path == str(tmp_path / "checkpoint-1" / "checkpoint-1" / "checkpoint-1")
     assert any("nested over 3 deep" in p.message for p in det.problems), det.problems
 

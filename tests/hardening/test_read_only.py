@@ -77,7 +77,8 @@ def run_cli(argv: list[str], stdin: str = "") -> tuple[int, str, str]:
 
 def newest(path: str) -> str:
     """The checkpoint a folder of checkpoints stands for (diff refuses the folder itself)."""
-    from ckpt_browser.readers.checkpoints import find_checkpoints, is_timeline
+    from ckpt_browser.producers.recognise import find_checkpoints
+    from ckpt_browser.producers.timeline import is_timeline
 
     return find_checkpoints(path)[0].path if is_timeline(path) else path
 

@@ -226,7 +226,7 @@ def test_inspect_does_not_call_absent_weights_ok(tmp_path, isolated, monkeypatch
 def test_unopenable_refused_in_one_line(name, argv, tmp_path, isolated, capsys):
     from ckpt_browser.cli import main
     from ckpt_browser.errors import CheckpointError
-    from ckpt_browser.readers import open_layout
+    from ckpt_browser.producers.layout import open_layout
 
     path = str(UNOPENABLE[name](tmp_path / name))
     with pytest.raises(CheckpointError) as refused:  # so `browse` never takes the terminal

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_browser.readers import open_layout
+from ckpt_browser.producers.layout import open_layout
 from ckpt_browser.tui.app import make_app
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"

@@ -3,8 +3,8 @@ q back to the browser where it was."""
 
 from __future__ import annotations
 
-from ckpt_browser.readers import open_layout
-from ckpt_browser.readers.checkpoints import find_checkpoints
+from ckpt_browser.producers.layout import open_layout
+from ckpt_browser.producers.recognise import find_checkpoints
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.screen import BrowseScreen
 from ckpt_browser.tui.browse.timeline import TimelineScreen

@@ -1,6 +1,6 @@
 """The browser's top bar names a cached Hugging Face snapshot by its repo, not its blob paths."""
 
-from ckpt_browser.readers import open_layout
+from ckpt_browser.producers.layout import open_layout
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.summary import Summary
 from tests.tui.conftest import loaded, plain

@@ -8,7 +8,7 @@ import json
 import struct
 
 from ckpt_browser.model import FileInfo, Layout, Problem, TensorInfo
-from ckpt_browser.readers import open_layout
+from ckpt_browser.producers.layout import open_layout
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.messages import HeadersRead
 from ckpt_browser.tui.browse.model import BrowseModel

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from ckpt_browser.readers import open_layout
-from ckpt_browser.readers.checkpoints import find_checkpoints
+from ckpt_browser.producers.layout import open_layout
+from ckpt_browser.producers.recognise import find_checkpoints
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.timeline import HINT, TimelineScreen
 from tests.tui.conftest import SAMPLES, loaded

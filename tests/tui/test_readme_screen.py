@@ -12,7 +12,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from ckpt_browser.readers import open_layout
+from ckpt_browser.producers.layout import open_layout
 from ckpt_browser.samples import SHOWN_AS, default_sample
 from ckpt_browser.tui.app import make_app
 from tests.tui.conftest import loaded

@@ -2,7 +2,7 @@
 
 import os
 
-from ckpt_browser.readers import open_layout
+from ckpt_browser.producers.layout import open_layout
 from ckpt_browser.report.resume import resume_text
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.resume import ResumeScreen

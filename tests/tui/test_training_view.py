@@ -5,8 +5,8 @@ import os
 
 from textual.widgets import Static
 
-from ckpt_browser.readers import open_layout
-from ckpt_browser.readers.checkpoints import find_checkpoints
+from ckpt_browser.producers.layout import open_layout
+from ckpt_browser.producers.recognise import find_checkpoints
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.timeline import TimelineScreen
 from ckpt_browser.tui.browse.tree import CheckpointTree

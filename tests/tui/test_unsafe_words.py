@@ -7,7 +7,7 @@ but a payload would write there).
 
 import os
 
-from ckpt_browser.readers import open_layout
+from ckpt_browser.producers.layout import open_layout
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.tree import CheckpointTree
 from tests.malicious.make_corpus import CORPUS

@@ -6,7 +6,7 @@ import os
 from dataclasses import replace
 
 from ckpt_browser import limits
-from ckpt_browser.readers import open_layout
+from ckpt_browser.producers.layout import open_layout
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.values import read as values_read
 from tests.tui.conftest import loaded, plain

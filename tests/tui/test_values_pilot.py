@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from textual.widgets import Input, ProgressBar
 
-from ckpt_browser.readers import open_layout
+from ckpt_browser.producers.layout import open_layout
 from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse.tree import CheckpointTree
 from ckpt_browser.tui.browse.values_panel import ValuesPanel

@@ -17,7 +17,7 @@ from ckpt_browser import limits
 from ckpt_browser.analysis.components import training_state
 from ckpt_browser.errors import NotACheckpoint, PathNotFound
 from ckpt_browser.model import COMPONENTS
-from ckpt_browser.readers.frameworks import detect
+from ckpt_browser.producers.recognise import detect
 
 from .component_helpers import (
     ACCELERATE,

@@ -318,14 +318,14 @@ def test_quiz_from_a_folder_of_single_file_checkpoints_reads_the_newest(tmp_path
 
 
 def test_a_run_folder_is_walked_once_while_unchanged(tmp_path, capsys, monkeypatch):
-    from ckpt_browser.readers import checkpoints
+    from ckpt_browser.producers import timeline
 
     run_folder = tmp_path / "run"
     for step in range(1, 6):
         shutil.copytree(RUN6, run_folder / f"checkpoint-{step}")
     looked = []  # each walk looks into every checkpoint folder for links back
-    real = checkpoints.only_loops
-    monkeypatch.setattr(checkpoints, "only_loops",
+    real = timeline.only_loops
+    monkeypatch.setattr(timeline, "only_loops",
                         lambda folder: looked.append(folder) or real(folder))
     code, _, err = run(capsys, "check", run_folder)
     assert code == 0 and not err
@@ -341,7 +341,7 @@ def test_a_run_folder_is_walked_once_while_unchanged(tmp_path, capsys, monkeypat
 def test_a_remembered_walk_keeps_the_folder_as_it_was_named(tmp_path, monkeypatch):
     """The walk remembered for `run` (relative) is not handed to `/abs/run`: its entries'
     paths were relative to another cwd (the browser then could not open them)."""
-    from ckpt_browser.readers.checkpoints import find_checkpoints
+    from ckpt_browser.producers.recognise import find_checkpoints
 
     for step in (1, 2):
         shutil.copytree(RUN6, tmp_path / "run" / f"checkpoint-{step}")

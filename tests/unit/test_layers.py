@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "ckpt_browser.limits", "ckpt_browser.model", "ckpt_browser.standins",
                 "ckpt_browser.samples", "ckpt_browser.diagnostics")),
     ("readers", ("ckpt_browser.readers",)),
+    ("producers", ("ckpt_browser.producers",)),
     ("remote", ("ckpt_browser.remote",)),
     ("analysis", ("ckpt_browser.analysis",)),
     ("values", ("ckpt_browser.values",)),
@@ -70,11 +71,11 @@ def imports(path: Path, module: str, root: Path) -> list[str]:
                 target = ".".join([*base, *([node.module] if node.module else [])])
             else:
                 target = node.module or ""
-            found.append(target)
             # `from ckpt_browser import words` imports a module, not a name of the package
-            found += [f"{target}.{a.name}" for a in node.names
-                      if (root.parent / (target + "." + a.name).replace(".", "/")).with_suffix(
-                          ".py").exists()]
+            modules = [f"{target}.{a.name}" for a in node.names
+                       if (root.parent / (target + "." + a.name).replace(".", "/")).with_suffix(
+                           ".py").exists()]
+            found += modules if len(modules) == len(node.names) else [target, *modules]
     return found
 
 
@@ -141,3 +142,58 @@ def test_the_readme_layout_lists_every_package_and_layer():
     order = [name for name, _ in LAYERS[1:]]
     said = section.split("in this list, never one below:", 1)[1].split(".\n", 1)[0]
     assert [w.strip(" `/\n").removesuffix(".py") for w in said.split(",")[1:]] == order
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the ckpt_browser modules it imports, deferred imports too."""
+    paths = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    return {module: {t for t in imports(path, module, root) if t in paths and t != module}
+            for module, path in paths.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_between_modules():
+    """A cycle, even through an import inside a function, ties modules that should be read
+    and changed one at a time (the readers' detection was one knot of nine)."""
+    assert cycles(import_graph(ROOT)) == []
+
+
+def test_the_cycle_check_sees_a_deferred_import(tmp_path):
+    fake = tmp_path / "ckpt_browser"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "a.py").write_text("from ckpt_browser.b import x\n")
+    (fake / "b.py").write_text("def later():\n    from ckpt_browser import a\n")
+    (fake / "c.py").write_text("from ckpt_browser import a\n")
+    assert cycles(import_graph(fake)) == [["ckpt_browser.a", "ckpt_browser.b"]]

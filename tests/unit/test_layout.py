@@ -14,7 +14,8 @@ import torch
 from ckpt_browser.analysis.open import open_checkpoint
 from ckpt_browser.errors import CheckpointError, NotACheckpoint, PathNotFound
 from ckpt_browser.model import ERROR, INFO, WARNING
-from ckpt_browser.readers import iter_files, open_layout
+from ckpt_browser.producers.layout import open_layout
+from ckpt_browser.readers import iter_files
 
 from .helpers import (
     DAMAGED,

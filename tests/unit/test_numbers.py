@@ -88,7 +88,7 @@ def test_the_browser_opens_an_index_claiming_a_999_digit_total_size(tmp_path, mo
     999-digit integer into a float and the app stopped (OverflowError)."""
     import torch
 
-    from ckpt_browser.readers import open_layout
+    from ckpt_browser.producers.layout import open_layout
     from ckpt_browser.tui.app import make_app
 
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_browser.readers.checkpoints import find_checkpoints, is_timeline, step_of
+from ckpt_browser.producers.names import step_of
+from ckpt_browser.producers.recognise import find_checkpoints
+from ckpt_browser.producers.timeline import is_timeline
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"
 
@@ -111,7 +113,7 @@ def test_each_entry_says_which_framework_wrote_it():
 ])
 def test_detection_opens_the_checkpoint_the_timeline_puts_first(tmp_path, names):
     """One rule for "the newest": a run folder opens what its timeline lists first."""
-    from ckpt_browser.readers.frameworks import detect
+    from ckpt_browser.producers.recognise import detect
 
     for name in names:
         path = tmp_path / name
@@ -123,3 +125,18 @@ def test_detection_opens_the_checkpoint_the_timeline_puts_first(tmp_path, names)
     opened = detect(str(tmp_path))
     assert opened.path == first.path
     assert f"showing {first.name}, the latest" in opened.problems[0].message
+
+
+def test_a_walk_remembered_for_a_relative_path_is_not_given_for_the_absolute_one(tmp_path,
+                                                                                  monkeypatch):
+    """The walks are remembered: the entries of `run` walked from its parent hold paths
+    relative to there, wrong once the working folder changes (a flaky TUI test showed it)."""
+    from ckpt_browser.producers.timeline import checkpoints_in
+
+    (tmp_path / "run" / "checkpoint-1").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert [e.path for e in checkpoints_in("run").entries] == [os.path.join("run",
+                                                                            "checkpoint-1")]
+    absolute = str(tmp_path / "run")
+    assert [e.path for e in checkpoints_in(absolute).entries] == [
+        os.path.join(absolute, "checkpoint-1")]

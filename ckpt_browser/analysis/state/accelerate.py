@@ -24,7 +24,7 @@ from ckpt_browser.analysis.state.scaler import scaler_file
 from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.sources import optimizer_sources, weights_sources
 from ckpt_browser.model import Component
-from ckpt_browser.readers.frameworks import Detection
+from ckpt_browser.producers.base import Detection
 from ckpt_browser.standins import Opaque
 
 DL_KEYS = ("_num_yielded", "_sampler_iter_yielded", "_iterator_finished", "_shared_seed",

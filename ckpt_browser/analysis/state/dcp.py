@@ -24,8 +24,8 @@ from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.optimizer import optimizer_from_dcp
 from ckpt_browser.analysis.state.weights import weights_component
 from ckpt_browser.model import WARNING, Component, Problem, natural_key
-from ckpt_browser.readers.detection.dcp import DCP_DATA
-from ckpt_browser.readers.frameworks import Detection
+from ckpt_browser.producers.base import Detection
+from ckpt_browser.producers.dcp import DCP_DATA
 from ckpt_browser.standins import DcpCheckpoint
 
 TITAN_SCALER = "torchtitan trains in bf16/fp32 and has no grad scaler."

@@ -30,8 +30,8 @@ from ckpt_browser.analysis.state.scaler import fp16_scaler_missing, scaler_from_
 from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.weights import weights_component
 from ckpt_browser.model import Component
-from ckpt_browser.readers.detection.deepspeed import DS_MODEL, DS_OPTIM
-from ckpt_browser.readers.frameworks import Detection, listdir
+from ckpt_browser.producers.base import Detection, listdir
+from ckpt_browser.producers.deepspeed import DS_MODEL, DS_OPTIM
 from ckpt_browser.standins import PickleFile
 
 

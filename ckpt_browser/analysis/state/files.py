@@ -15,7 +15,7 @@ from ckpt_browser import limits
 from ckpt_browser.model import ERROR, Problem
 from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.readers.regular import open_regular
-from ckpt_browser.readers.torchfile import read_member
+from ckpt_browser.readers.zipentries import read_member
 from ckpt_browser.standins import (
     DcpCheckpoint,
     PickleFile,

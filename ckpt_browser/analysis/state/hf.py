@@ -26,7 +26,7 @@ from ckpt_browser.analysis.state.scaler import fp16_scaler_missing, scaler_file
 from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.sources import optimizer_sources, weights_sources
 from ckpt_browser.model import ERROR, WARNING, Component, Problem
-from ckpt_browser.readers.frameworks import Detection
+from ckpt_browser.producers.base import Detection
 from ckpt_browser.standins import HugeInt
 
 HF_ARGS = ("seed", "data_seed", "per_device_train_batch_size", "gradient_accumulation_steps",

@@ -32,7 +32,7 @@ from ckpt_browser.analysis.state.scaler import scaler_from_state
 from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.weights import weights_component
 from ckpt_browser.model import Component
-from ckpt_browser.readers.frameworks import Detection
+from ckpt_browser.producers.base import Detection
 
 LOOP_STEP = ("epoch_loop.automatic_optimization.optim_progress", "optimizer", "step", "total",
              "completed")

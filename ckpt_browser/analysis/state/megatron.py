@@ -35,7 +35,7 @@ from ckpt_browser.analysis.state.scaler import fp16_scaler_missing, scaler_from_
 from ckpt_browser.analysis.state.scheduler import scheduler_component
 from ckpt_browser.analysis.state.weights import weights_component
 from ckpt_browser.model import Component
-from ckpt_browser.readers.frameworks import Detection
+from ckpt_browser.producers.base import Detection
 from ckpt_browser.readers.pickle_safe import short
 
 

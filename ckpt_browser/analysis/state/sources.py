@@ -9,8 +9,8 @@ from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.analysis.state.optimizer import optimizer_from_dcp, optimizer_from_pickles
 from ckpt_browser.analysis.state.weights import weights_component
 from ckpt_browser.model import Component
-from ckpt_browser.readers.detection.deepspeed import DS_MODEL
-from ckpt_browser.readers.frameworks import Detection
+from ckpt_browser.producers.base import Detection
+from ckpt_browser.producers.deepspeed import DS_MODEL
 
 
 def weights_sources(fs: StateFiles, det: Detection, ds: DeepSpeedParts | None,

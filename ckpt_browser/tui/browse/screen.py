@@ -83,7 +83,7 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
     def open_checkpoint(self, path: str) -> None:
         """Switch to another checkpoint (from the timeline); stale workers are ignored."""
         from ckpt_browser.errors import CheckpointError
-        from ckpt_browser.readers import open_layout
+        from ckpt_browser.producers.layout import open_layout
 
         try:
             layout = open_layout(path)

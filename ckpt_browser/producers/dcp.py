@@ -6,7 +6,7 @@ import os
 import re
 
 from ckpt_browser.model import ERROR, Problem
-from ckpt_browser.readers.detection.common import Detection, listdir, rx, with_other
+from ckpt_browser.producers.base import Detection, Producer, Seen, listdir, rx, with_other
 
 DCP_FILE = rx(r"\.metadata", r"\.metadata\.tmp", r"__\d+\.metadata", r"__\d+_\d+\.distcp")
 DCP_DATA = re.compile(r"^__(\d+)_(\d+)\.distcp$")
@@ -22,8 +22,13 @@ def is_dcp(folder: str) -> bool:
     return any(DCP_FILE.match(n) for n in listdir(folder))
 
 
-def dcp_only(path: str, names: list[str], framework: str, step, source) -> Detection:
+def has_dcp(seen: Seen) -> bool:
+    return not seen.is_file and any(DCP_FILE.match(n) for n in seen.names)
+
+
+def dcp_only(seen: Seen, framework: str = "dcp") -> Detection:
     """A plain DCP folder (torchtitan's step-N or anyone's): every state part is in it."""
+    path, names = seen.path, seen.names
     files = dcp_files(path, "", names)
     roles = {k: files for k in ("weights", "optimizer", "scheduler", "data", "progress")}
     problems = []
@@ -31,5 +36,8 @@ def dcp_only(path: str, names: list[str], framework: str, step, source) -> Detec
         what = ".metadata.tmp is there but was never renamed" if ".metadata.tmp" in names \
             else "no .metadata"
         problems.append(Problem(ERROR, None, f"DCP save did not finish: {what}"))
-    return Detection(path, path, framework, step, source, roles=with_other(roles, names),
-                     dcp=("",), problems=tuple(problems))
+    return Detection(path, path, framework, seen.step, seen.source,
+                     roles=with_other(roles, names), dcp=("",), problems=tuple(problems))
+
+
+DCP = Producer("dcp", has_dcp, dcp_only, rank_names=DCP_DATA)

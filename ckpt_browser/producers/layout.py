@@ -12,9 +12,11 @@ from dataclasses import replace
 
 from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
 from ckpt_browser.model import ERROR, INFO, WARNING, Layout, Problem, natural_key
-from ckpt_browser.readers.checkpoints import NESTING, run_problems, step_of
-from ckpt_browser.readers.detection.common import Detection
-from ckpt_browser.readers.detection.dcp import DCP_DATA
+from ckpt_browser.producers.base import Detection
+from ckpt_browser.producers.dcp import DCP_DATA
+from ckpt_browser.producers.names import step_of
+from ckpt_browser.producers.recognise import detect
+from ckpt_browser.producers.timeline import MARKER_FILES, NESTING, run_problems
 from ckpt_browser.readers.files import NOT_A_CHECKPOINT, head_of, sniff_named
 from ckpt_browser.readers.hf_cache import CacheEntry, cache_entry, incomplete_blobs
 from ckpt_browser.readers.index import read_index
@@ -112,20 +114,9 @@ def _open_layout(path: str, det: Detection | None = None) -> Layout:
         return replace(_folder(root), path=path)
     if not name.endswith(".safetensors") and _kind(path) == "other":
         raise NotACheckpoint(path, f"not a checkpoint: its content is {NOT_A_CHECKPOINT}")
-    from ckpt_browser.readers.frameworks import detect
-
     shard = name.endswith(".safetensors") or _kind(path) == "safetensors"
     return Layout(path, root, "safetensors" if shard else "files", (name,),
                   shards=(name,) if shard else (), detection=det or detect(path))
-
-    real, here = os.path.realpath(path), os.path.abspath(path)
-    parent = os.path.dirname(here)
-    while parent != here:
-        if os.path.realpath(parent) == real:
-            return (f"a loop: it leads back to {os.path.basename(parent) or parent}, a folder "
-                    "above it on this path (a symlink on the way points back up)")
-        here, parent = parent, os.path.dirname(parent)
-    return ""
 
 
 def _kind(path: str) -> str:
@@ -145,8 +136,6 @@ def _listdir(folder: str) -> Listing:
 
 
 def _folder(path: str, index: str | None = None, det: Detection | None = None) -> Layout:
-    from ckpt_browser.readers.frameworks import detect
-
     listing = _listdir(path)
     names = list(listing.names)
     if not names:
@@ -255,6 +244,3 @@ def _from_index(path: str, root: str, index_name: str, names: list[str] | None =
     shards = tuple(sorted(safe, key=natural_key))
     return Layout(path, root, "safetensors-index", shards, index, unlisted, tuple(problems),
                   shards=shards)
-
-
-MARKER_FILES = ("trainer_state.json", "latest", "latest_checkpointed_iteration.txt")

@@ -1,4 +1,5 @@
-"""Megatron-LM: a tracker file naming iter_NNNNNNN, in the legacy torch or a DCP-based format."""
+"""Megatron-LM: a tracker file naming iter_NNNNNNN, in the legacy torch or a DCP-based format
+(`megatron/training/checkpointing.py`)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,27 @@ import os
 import re
 
 from ckpt_browser.model import ERROR, WARNING, Problem, natural_key
-from ckpt_browser.readers.detection.common import (
+from ckpt_browser.producers.base import (
     MAX_MARKER,
     OTHER,
     Detection,
+    Producer,
+    Seen,
     add,
     dangling,
     isdir,
     listdir,
     read_marker,
+    step_name,
 )
-from ckpt_browser.readers.detection.dcp import DCP_DATA, dcp_files
+from ckpt_browser.producers.dcp import DCP_DATA, dcp_files
 from ckpt_browser.readers.regular import open_regular
 
 MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
 MEGATRON_ITER = re.compile(r"^(?:iter_(\d{7})|release)$")
 MEGATRON_RANK_DIR = re.compile(r"^mp_rank_\d\d(?:_\d{3})?(?:_\d{3})?$")
 ALL_ROLES = ("weights", "optimizer", "scheduler", "rng", "data", "progress", "scaler")
+STEPS = (step_name("iter_N", r"iter_(\d{7})"), step_name("release", "release", ""))
 
 
 def megatron_format(folder: str, names: list[str]) -> str:
@@ -63,7 +68,7 @@ def megatron_root(path: str, names: list[str]) -> Detection:
     if tag not in iters:
         return Detection(path, path, "megatron", step, source, roles={OTHER: (MEGATRON_TRACKER,)},
                          tag=tag, problems=(dangling(MEGATRON_TRACKER, tag, iters, "iteration",
-                                                     here=path),))
+                                                     here=path, step_names=STEPS),))
     det = megatron_iter(os.path.join(path, tag), tag, listdir(os.path.join(path, tag)), step,
                         source, root=path)
     roles = dict(det.roles)
@@ -130,3 +135,37 @@ def _legacy_roles(folder: str, prefix: str, names: list[str], roles: dict) -> li
         add(roles, role, main[:1])
     roles["optimizer"] = tuple(sorted(roles.get("optimizer", ()), key=natural_key))
     return problems
+
+
+def _seen_as(seen: Seen) -> str:
+    """Which of Megatron's layouts `seen` is, or "" when none."""
+    if seen.is_file:
+        return "file" if seen.names[0] in ("model_optim_rng.pt", "distrib_optim.pt") else ""
+    if MEGATRON_TRACKER in seen.names:
+        return "root"
+    if MEGATRON_ITER.match(seen.base) and megatron_format(seen.path, seen.names):
+        return "iteration"
+    if MEGATRON_RANK_DIR.match(seen.base) and "model_optim_rng.pt" in seen.names:
+        return "rank"
+    return ""
+
+
+def _roles(seen: Seen) -> Detection:
+    kind = _seen_as(seen)
+    if kind == "root":
+        return megatron_root(seen.path, seen.names)
+    if kind == "iteration":
+        return megatron_iter(seen.path, "", seen.names, seen.step, seen.source)
+    # one rank's folder or file: the iteration is the folder above the rank's
+    grand = os.path.dirname(os.path.abspath(seen.root if kind == "file" else seen.path))
+    step, _, source = seen.read_step(os.path.basename(grand))
+    if kind == "rank":
+        return megatron_iter(seen.path, "", [], step, source, rank_files=seen.names)
+    name = seen.names[0]
+    keys = ("optimizer",) if name == "distrib_optim.pt" else ALL_ROLES
+    return Detection(seen.path, seen.root, "megatron", step, source,
+                     roles={k: (name,) for k in keys}, variant="torch")
+
+
+MEGATRON = Producer("megatron", lambda seen: bool(_seen_as(seen)), _roles, STEPS,
+                    rank_names=re.compile(r"^mp_rank_(\d\d)"))

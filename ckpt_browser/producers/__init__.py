@@ -1,0 +1,26 @@
+"""Producers: the libraries that write checkpoints, one module each, and PRODUCERS, the one
+ordered registry. The first producer that claims a path's names says what it is
+(`producers.recognise.detect`); a new producer is a module and a line here.
+
+Decided from file and folder names only (FORMATS.md has each framework's names). The only
+files opened are tiny text markers: DeepSpeed's `latest`, Megatron's
+`latest_checkpointed_iteration.txt` and `metadata.json`. No pickle is touched here.
+"""
+
+from ckpt_browser.producers.accelerate import ACCELERATE
+from ckpt_browser.producers.base import Producer
+from ckpt_browser.producers.dcp import DCP
+from ckpt_browser.producers.deepspeed import DEEPSPEED
+from ckpt_browser.producers.hf_trainer import HF_TRAINER
+from ckpt_browser.producers.lightning import LIGHTNING
+from ckpt_browser.producers.megatron import MEGATRON
+from ckpt_browser.producers.plain import SAFETENSORS, TORCH
+from ckpt_browser.producers.torchtitan import TORCHTITAN
+
+# Order decides between two that claim one folder: a framework's own layout before the DCP or
+# weights files it holds (torchtitan's step-N before any DCP folder; plain weights last).
+PRODUCERS: tuple[Producer, ...] = (
+    LIGHTNING, MEGATRON, HF_TRAINER, ACCELERATE, DEEPSPEED, TORCHTITAN, DCP,
+    SAFETENSORS, TORCH)
+
+__all__ = ["PRODUCERS", "Producer"]

@@ -1,0 +1,186 @@
+"""What every producer shares: the Producer interface, the Detection it returns, and the
+small helpers its rules use (roles from names, the tiny marker files some frameworks write).
+
+A producer is a library that writes checkpoints (DeepSpeed, the HF Trainer ...). Each is one
+module of this package behind one `Producer`; `producers.PRODUCERS` orders them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ckpt_browser.model import ERROR, Problem, natural_key
+from ckpt_browser.readers.regular import open_regular
+from ckpt_browser.readers.walk import list_folder
+
+MAX_MARKER = 4096  # `latest` and the Megatron tracker hold one short line
+OTHER = "other"  # role for files that hold no resume state (config, training_args.bin ...)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What the names in a checkpoint say. File names are relative to `root`."""
+
+    path: str  # as the user gave it
+    root: str  # folder the names below are relative to
+    framework: str  # a Producer's id, or "unknown"
+    step: int | None = None
+    step_source: str = ""  # "folder name checkpoint-6", "latest names global_step4" ...
+    epoch: int | None = None  # from `epoch=E-step=S.ckpt` or `epoch_N`
+    variant: str = ""  # "fsdp", "deepspeed", "sharded", "universal", "torch_dist", "torch" ...
+    roles: dict[str, tuple[str, ...]] = field(default_factory=dict)  # component kind -> files
+    dcp: tuple[str, ...] = ()  # DCP folders relative to root ("" is root itself)
+    tag: str = ""  # DeepSpeed tag / Megatron iteration folder, relative to root
+    problems: tuple[Problem, ...] = ()
+
+    def files(self, role: str) -> tuple[str, ...]:
+        return self.roles.get(role, ())
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a producer is shown: a folder and its names, or one file and its name. The step
+    is read from the names already (the folder's name; a file's own .ckpt name or its
+    folder's)."""
+
+    path: str
+    root: str  # `path` for a folder, the folder holding it for a file
+    names: list[str]  # the folder's names, or [the file's name]
+    step: int | None = None
+    epoch: int | None = None
+    source: str = ""
+    # (step, epoch, source) any name says, by every producer's step names
+    # (names.step_from_name): a DeepSpeed tag can be named anything
+    read_step: Callable[[str], tuple[int | None, int | None, str]] = lambda name: (None, None, "")
+
+    @property
+    def is_file(self) -> bool:
+        return self.path != self.root
+
+    @property
+    def base(self) -> str:
+        return os.path.basename(os.path.abspath(self.path))
+
+
+@dataclass(frozen=True)
+class StepName:
+    """A checkpoint name a producer writes: `pattern`'s group 1 is the number, and `counts`
+    says what it counts ("step", "epoch", "save"; "" for a name without one, like last.ckpt).
+    `split` reads (step, epoch) from a name that holds both (Lightning's epoch=E-step=S)."""
+
+    kind: str
+    pattern: re.Pattern
+    counts: str
+    split: Callable[[str], tuple[int | None, int | None]] | None = None
+
+
+@dataclass(frozen=True)
+class Producer:
+    """One library's rules. `claims(seen)`: these names are its own (registry order decides
+    between two that claim); `roles(seen)`: which file holds which part of the state.
+    `rank_names`: its per-rank files or folders, group 1 the rank."""
+
+    id: str
+    claims: Callable[[Seen], bool]
+    roles: Callable[[Seen], Detection]
+    step_names: tuple[StepName, ...] = ()
+    rank_names: re.Pattern | None = None
+
+
+def rx(*patterns: str) -> re.Pattern:
+    return re.compile("^(?:" + "|".join(patterns) + ")$")
+
+
+def step_name(kind: str, pattern: str, counts: str = "step") -> StepName:
+    return StepName(kind, re.compile(f"^{pattern}$"), counts)
+
+
+def listdir(folder: str) -> list[str]:
+    """The folder's names, bounded, without links that loop back (the layout reports those)."""
+    try:
+        return list(list_folder(folder).names)
+    except OSError:
+        return []
+
+
+def isdir(folder: str, name: str) -> bool:
+    return os.path.isdir(os.path.join(folder, name))
+
+
+# --- names and order ---------------------------------------------------------------------------
+
+def number_in(name: str, step_names) -> tuple[int | None, StepName | None]:
+    """The number in `name` and the step name it matches, by the producers' `step_names`."""
+    for s in step_names:
+        if s.pattern.match(name):
+            if s.split is not None:
+                step, epoch = s.split(name)
+                return (step if step is not None else epoch), s
+            m = s.pattern.match(name)
+            return (int(m.group(1)) if m and m.groups() else None), s
+    return None, None
+
+
+def newest_name(names, step_names) -> str:
+    """The newest of several checkpoint names in one folder (DeepSpeed tags, Megatron
+    iterations): highest number, then the name."""
+    def order(name: str) -> tuple:
+        number = number_in(name, step_names)[0]
+        return (number if number is not None else -1, natural_key(name))
+
+    return max(names, key=order)
+
+
+# --- roles -------------------------------------------------------------------------------------
+
+def match_roles(table: dict[str, re.Pattern], names: list[str], prefix: str = "") -> dict:
+    roles: dict[str, tuple[str, ...]] = {}
+    for role, pattern in table.items():
+        hits = tuple(prefix + n for n in names if pattern.match(n))
+        if hits:
+            roles[role] = hits
+    return roles
+
+
+def with_other(roles: dict, names: list[str], prefix: str = "") -> dict:
+    used = {f for files in roles.values() for f in files}
+    rest = tuple(prefix + n for n in names if prefix + n not in used and not n.startswith("."))
+    if rest:
+        roles = {**roles, OTHER: roles.get(OTHER, ()) + rest}
+    return roles
+
+
+def add(roles: dict, role: str, files) -> None:
+    files = tuple(files)
+    if files:
+        roles[role] = roles.get(role, ()) + tuple(f for f in files if f not in roles.get(role, ()))
+
+
+# --- marker files ------------------------------------------------------------------------------
+
+def read_marker(folder: str, name: str) -> tuple[str, Problem | None]:
+    try:
+        with open_regular(os.path.join(folder, name)) as f:
+            raw = f.read(MAX_MARKER + 1)
+    except OSError as e:
+        return "", Problem(ERROR, name, f"cannot read it: {e.strerror or e}")
+    if len(raw) > MAX_MARKER:
+        return "", Problem(ERROR, name, f"is over {MAX_MARKER:,} bytes; a marker holds one line")
+    text = raw.decode("utf-8", "replace").strip()
+    if not text or "/" in text or "\\" in text or text in (".", ".."):
+        return "", Problem(ERROR, name, f"holds {text!r}, not a folder name")
+    return text, None
+
+
+def dangling(marker: str, tag: str, folders=(), noun: str = "tag", here: str = "",
+             step_names=()) -> Problem:
+    """`marker` names a folder that is not here (in `here`, when given: or is no folder that
+    can be followed); `folders` are the ones that are, named by `step_names`."""
+    newest = f"; the newest {noun} folder here is {newest_name(folders, step_names)}" \
+        if folders else ""
+    what = "is not a folder that can be followed (a file, or a link that loops back)" \
+        if here and os.path.lexists(os.path.join(here, tag)) else "does not exist"
+    return Problem(ERROR, marker, f"{marker} names {tag}, which {what}{newest}")

@@ -42,7 +42,7 @@ def checkpoint(workdir: str) -> str:
 
 
 def browse_model(path: str):
-    from ckpt_browser.analysis.open import iter_tagged
+    from ckpt_browser.analysis.opened import iter_tagged
     from ckpt_browser.producers.layout import open_layout
     from ckpt_browser.tui.browse.model import BrowseModel
 

@@ -1,4 +1,5 @@
-"""Command line: `ckpt-browser [PATH]` opens the TUI; subcommands print reports.
+"""Command line: `ckpt-browser [PATH]` opens the TUI; subcommands print reports. This is the
+parser; each command is a module of `commands/`.
 
 Imports stay light: the TUI (and Textual) load only when the TUI opens.
 """
@@ -6,28 +7,16 @@ Imports stay light: the TUI (and Textual) load only when the TUI opens.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import math
 import sys
 
-from ckpt_browser import __version__, alarms, limits
-from ckpt_browser.diagnostics import (
-    VERDICT_CODE,
-    ExitCode,
-    Parser,
-    Progress,
-    epilog,
-    error,
-    errors_found,
-    note,
-    rewriting,
-    stopped,
-    table,
-)
-from ckpt_browser.errors import NotACheckpoint, UsageError
-from ckpt_browser.opening import diff_side, local_path, pick
-from ckpt_browser.samples import SHOWN_AS, default_sample
+from ckpt_browser import __version__, limits
+from ckpt_browser.commands.check import cmd_check
+from ckpt_browser.commands.diff import cmd_browse, cmd_diff
+from ckpt_browser.commands.inspect import cmd_inspect
+from ckpt_browser.commands.quiz import cmd_quiz
+from ckpt_browser.commands.stats import cmd_stats
+from ckpt_browser.diagnostics import Parser, epilog, rewriting, stopped, table
 
 ONE_PATH = ("a checkpoint folder or file (.safetensors, index, .pt/.bin/.ckpt, DCP folder) "
             "or a URL (s3://, gs://, hf://, https://)")
@@ -199,227 +188,6 @@ def _split(argv: list[str], commands) -> list[str]:
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
         return ["browse", *argv]
     return argv
-
-
-def cmd_inspect(args) -> int:
-    from ckpt_browser.analysis.components import training_state
-    from ckpt_browser.analysis.open import open_checkpoint
-    from ckpt_browser.readers.load import paused_gc
-
-    path, timeline = pick(local_path(args.path or default_sample(), args), args.checkpoint)
-    ckpt = open_checkpoint(path)
-    training = training_state(ckpt)
-    if args.json:
-        from ckpt_browser.report.json_report import full_doc
-
-        with paused_gc():  # one dict per tensor, no cycles
-            sys.stdout.write(json.dumps(full_doc(ckpt, training, timeline)) + "\n")
-    else:
-        from ckpt_browser.analysis.resume.shard import shard_of
-        from ckpt_browser.report.text import (
-            inspect_text,
-            lone_shard_text,
-            state_text,
-            timeline_text,
-        )
-
-        if timeline:
-            print(timeline_text(timeline, path) + "\n")
-        shard = shard_of(path)
-        print(inspect_text(ckpt, training.framework, args.files)
-              + (lone_shard_text(shard) if shard else state_text(training, ckpt.problems)))
-    return errors_found(ckpt.layout.path, ckpt.problems + tuple(training.problems))
-
-
-def cmd_check(args) -> int:
-    from ckpt_browser.analysis.resume import resume_report, resume_reports
-    from ckpt_browser.analysis.resume.shard import shard_of
-    from ckpt_browser.analysis.runs import is_run
-    from ckpt_browser.report.resume import (
-        resume_doc,
-        resume_text,
-        timeline_resume_text,
-        unchecked_words,
-    )
-
-    args.path = local_path(args.path, args)
-    shard = shard_of(args.path)
-    if shard is not None and not shard.folder_complete:  # a weights file, not a checkpoint
-        raise NotACheckpoint(args.path, shard.sentence())
-    if shard is not None:
-        note(f"{args.path} is one shard of {shard.total}: checking its folder, {shard.folder}")
-        args.path = shard.folder
-    if is_run(args.path):
-        timeline = resume_reports(args.path, args.world_size)
-        reports = timeline.reports
-        out = (json.dumps([resume_doc(r) for r in reports]) if args.json
-               else timeline_resume_text(timeline))
-        if args.json and timeline.unchecked:
-            note(f"{args.path}: {unchecked_words(timeline)}")
-    else:
-        reports = (resume_report(args.path, args.world_size),)
-        out = json.dumps(resume_doc(reports[0])) if args.json else resume_text(reports[0])
-    sys.stdout.write(out + "\n")
-    return VERDICT_CODE[reports[0].verdict]
-
-
-def cmd_quiz(args) -> int:
-    from ckpt_browser.quiz.bank import export_doc, load_bank
-
-    questions = load_bank(args.bank)
-    if args.from_path:
-        from ckpt_browser.quiz.generated import questions_for
-
-        # a folder of checkpoints: its newest, as inspect reads it (not all 5,000 as one)
-        chosen, _ = pick(local_path(args.from_path, args), None)
-        questions += questions_for(chosen, args.seed)
-    if args.export:
-        sys.stdout.write(json.dumps(export_doc(questions), ensure_ascii=False, indent=1) + "\n")
-        return ExitCode.OK
-    from ckpt_browser.quiz.progress import Progress as Record
-    from ckpt_browser.quiz.progress import load_progress, save_progress
-    from ckpt_browser.quiz.session import Session
-    from ckpt_browser.quiz.terminal import run
-
-    progress = Record() if args.no_save else load_progress()
-    if progress.note:
-        note(progress.note)
-    session = Session(questions, args.count, args.seed, progress.weights())
-    run(session, args.lang, sys.stdin, sys.stdout)
-    if not args.no_save and session.answers:
-        for qid, correct in session.results():
-            progress.record(qid, correct)
-        try:
-            save_progress(progress)
-        except OSError as e:
-            note(f"quiz progress not saved: {e}")
-    return ExitCode.OK
-
-
-def cmd_stats(args) -> int:
-    from ckpt_browser.report.stats import (
-        error_doc,
-        error_text,
-        not_read_doc,
-        not_read_text,
-        stats_doc,
-        stats_text,
-    )
-    from ckpt_browser.values.budget import plan
-    from ckpt_browser.values.diff import open_side
-    from ckpt_browser.values.locate import select
-    from ckpt_browser.values.read import ValuesError
-    from ckpt_browser.values.stats import tensor_stats
-
-    path, _ = pick(local_path(args.path, args), args.checkpoint)
-    side = open_side(path)
-    alarm = alarms.by_file(side.problems)  # UNSAFE beside the tensors of an unsafe file
-    todo = plan([(loc,) for loc in select(side.locs, args.names, side.path)], args.max_bytes,
-                flag="--max-bytes")
-    locs = [loc for loc, in todo.admitted]
-    total = _say_reading(locs)
-    docs, bad, before = [], 0, 0
-    with Progress() as progress:
-        for i, loc in enumerate(locs):
-            progress.name = f"[{i + 1}/{len(locs)}] {loc.name}"
-
-            def step(done: int, numel: int, start: int = before, nbytes: int = loc.nbytes):
-                progress.update(start + (nbytes * done // numel if numel else nbytes), total)
-
-            before += loc.nbytes
-            try:
-                s = tensor_stats(loc, progress=step)
-            except ValuesError as e:
-                bad += 1
-                shown = error_doc(loc, str(e)) if args.json else \
-                    error_text(loc, str(e), alarm.get(loc.file, ""))
-            else:
-                shown = stats_doc(s, loc) if args.json else \
-                    stats_text(s, loc, alarm.get(loc.file, ""))
-            if args.json:
-                docs.append(shown)
-            else:
-                progress.write(shown)
-    if args.json:
-        doc = {"path": path, "tensors": docs}
-        if todo.unread:
-            doc["not_read"] = not_read_doc(todo)
-        sys.stdout.write(json.dumps(doc) + "\n")
-    elif todo.unread:
-        print(not_read_text(todo))
-    said = [f"the values of {bad} tensor(s) could not be read"] if bad else []
-    if todo.unread:
-        said.append(todo.message())
-    if said:
-        error(f"{path}: {'; '.join(said)}")
-    return ExitCode.DAMAGED if bad else ExitCode.USAGE if todo.unread else ExitCode.OK
-
-
-SAY_READING = 2**30  # stats says how much it reads from 1 GiB up, even off a terminal
-
-
-def _say_reading(locs) -> int:
-    """What `stats` will read, said on stderr first (for several tensors, on a terminal or
-    from SAY_READING up: a script's stderr stays quiet for small reads)."""
-    from ckpt_browser.report.words import plural, size
-    from ckpt_browser.values.budget import bytes_to_read
-
-    total = bytes_to_read(locs)  # not what an unreadable tensor claims (16 EiB of nothing)
-    if len(locs) > 1 and (sys.stderr.isatty() or total >= SAY_READING):
-        note(f"reading {size(total)} in {plural(len(locs), 'tensor')}")
-    return total
-
-
-def cmd_diff(args) -> int:
-    from ckpt_browser.readers.load import paused_gc
-    from ckpt_browser.report.diff import diff_text, write_diff_json
-    from ckpt_browser.values.diff import Options, diff
-
-    opts = Options(args.values, args.rtol, args.atol, args.strip_prefix_a, args.strip_prefix_b,
-                   tuple(args.include), tuple(args.exclude), args.weights_only)
-    with paused_gc():  # two objects per tensor per side, no cycles
-        a = diff_side(local_path(args.a, args), "A")
-        b = diff_side(local_path(args.b, args), "B")
-    with Progress() as progress:
-        result = diff(a, b, opts, progress=progress.update)
-    if args.json:
-        with paused_gc():
-            write_diff_json(result, sys.stdout)
-    else:
-        sys.stdout.write(diff_text(result) + "\n")
-    if result.errors:
-        error(result.trouble())
-        return ExitCode.TROUBLE
-    return ExitCode.DIFFERS if result.differs else ExitCode.OK
-
-
-def cmd_browse(args) -> int:
-    from ckpt_browser.producers.layout import open_layout
-
-    if len(args.path) > 2:
-        raise UsageError(" ".join(args.path), "give one checkpoint to browse, or two to compare")
-    if len(args.path) == 2:
-        from ckpt_browser.values.diff import Options
-
-        if sys.stderr.isatty():  # the screen is not ours yet; 94,000 headers take seconds
-            note(f"reading {args.path[0]} and {args.path[1]} ...")
-        a = diff_side(local_path(args.path[0], args), "A")
-        b = diff_side(local_path(args.path[1], args), "B")
-        from ckpt_browser.tui.app import make_diff_app
-
-        app = make_diff_app(a, b, Options())
-        app.run()
-        return app.return_code or ExitCode.OK
-    folder = local_path(args.path[0] if args.path else default_sample(), args)
-    path, timeline = pick(folder, None)
-    layout = open_layout(path)  # fail fast, before the screen is taken
-    if not args.path:
-        layout = dataclasses.replace(layout, shown_as=SHOWN_AS)
-    from ckpt_browser.tui.app import make_app
-
-    app = make_app(layout, (folder, timeline) if timeline else None)
-    app.run()
-    return app.return_code or ExitCode.OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 of one checkpoint, read without executing any pickle.
 
 `training_state(ckpt)` takes a checkpoint whose files were all read by content
-(`analysis.open.open_checkpoint`). Framework folders whose layout only names can tell (HF
+(`analysis.opened`). Framework folders whose layout only names can tell (HF
 Trainer's checkpoint-N, accelerate, DCP / torchtitan, DeepSpeed, Megatron, Lightning's sharded
 folders) go to their builders in `analysis/state/`; a single file goes to the builder its
 content calls for (Lightning, DeepSpeed and Megatron files whatever their name); everything
@@ -49,15 +49,9 @@ def _builder(target: str):
     return getattr(importlib.import_module(f"ckpt_browser.analysis.state.{module}"), name)
 
 
-def training_state(source) -> TrainingState:
-    """All seven components of a checkpoint (a Checkpoint, or a path to open). Never raises
-    for a damaged or malicious file: those become statuses and problems."""
-    if isinstance(source, Checkpoint):
-        ckpt = source
-    else:
-        from ckpt_browser.analysis.open import open_checkpoint
-
-        ckpt = open_checkpoint(source)
+def training_state(ckpt: Checkpoint) -> TrainingState:
+    """All seven components of a checkpoint (`Opened.training` opens a path for it). Never
+    raises for a damaged or malicious file: those become statuses and problems."""
     det = _detection(ckpt)
     target = BUILDERS.get(det.framework, BY_CONTENT)
     fs = StateFiles(det.root, limits.LIMITS.json_bytes, ckpt)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import TYPE_CHECKING
 
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
 from ckpt_browser.model import (
@@ -22,6 +23,9 @@ from ckpt_browser.model import (
 )
 from ckpt_browser.quiz.bank import Question, Text
 from ckpt_browser.report.words import GOOD_STATUSES, STATUS_VI, VERDICT_MEANING
+
+if TYPE_CHECKING:
+    from ckpt_browser.analysis.opened import Opened
 
 COMMON_DTYPES = ("BF16", "F16", "F32", "F64", "I64", "I32", "U8", "F8_E4M3", "BOOL")
 
@@ -77,14 +81,11 @@ def generate(ckpt: Checkpoint | None, training: TrainingState | None = None,
     return [q for q in found if q is not None]
 
 
-def questions_for(path: str, seed: int | None = 0) -> list[Question]:
-    """Read the checkpoint at `path` (headers and state files only) and generate."""
-    from ckpt_browser.analysis.components import training_state
-    from ckpt_browser.analysis.open import open_checkpoint
+def questions_for(opened: Opened, seed: int | None = 0) -> list[Question]:
+    """Read an opened checkpoint (headers and state files only) and generate."""
     from ckpt_browser.analysis.resume import report_from
 
-    ckpt = open_checkpoint(path)
-    training = training_state(ckpt)
+    ckpt, training = opened.checkpoint, opened.training
     return generate(ckpt, training, report_from(ckpt, training), seed)
 
 

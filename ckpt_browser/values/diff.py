@@ -18,6 +18,7 @@ from ckpt_browser.model import Checkpoint, Problem, TrainingState, natural_key
 from ckpt_browser.values.locate import TensorLoc
 
 if TYPE_CHECKING:
+    from ckpt_browser.analysis.opened import Opened
     from ckpt_browser.values.budget import Plan
     from ckpt_browser.values.state_diff import StateDiff
 
@@ -91,16 +92,13 @@ class DiffResult:
         return not self.options.weights_only and self.state is not None and self.state.differs
 
 
-def open_side(path: str) -> Side:
-    """Headers and state files of one checkpoint; raises CheckpointError when nothing is there."""
-    from ckpt_browser.analysis.components import training_state
-    from ckpt_browser.analysis.open import open_checkpoint
+def side_of(opened: Opened) -> Side:
+    """One side of a diff, or what `stats` reads: the opened checkpoint's tensors, each with
+    where its bytes are."""
     from ckpt_browser.values.locate import all_locs
 
-    ckpt = open_checkpoint(path)
-    training = training_state(ckpt)
-    problems = list(ckpt.problems) + list(training.problems)
-    return Side(path, ckpt, training, all_locs(ckpt, training), problems)
+    ckpt, training = opened.checkpoint, opened.training
+    return Side(opened.path, ckpt, training, all_locs(ckpt, training), opened.problems)
 
 
 def structure(a: Side, b: Side, opts: Options) -> tuple[list[Row], list[Row], list[str]]:

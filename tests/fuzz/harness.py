@@ -65,15 +65,15 @@ def _read_header(entry: Path, case: Case):
 
 
 def _open_checkpoint(entry: Path, case: Case):
-    from ckpt_browser.analysis.open import open_checkpoint
+    from ckpt_browser.analysis.opened import open_path
 
-    return open_checkpoint(str(entry))
+    return open_path(str(entry)).checkpoint
 
 
 def _training_state(entry: Path, case: Case):
-    from ckpt_browser.analysis.components import training_state
+    from ckpt_browser.analysis.opened import open_path
 
-    return training_state(str(entry))
+    return open_path(str(entry)).training
 
 
 def _resume_report(entry: Path, case: Case):
@@ -94,9 +94,9 @@ def _read_index(entry: Path, case: Case):
 
 
 def _load_index_file(entry: Path, case: Case):
-    from ckpt_browser.analysis.open import open_checkpoint
+    from ckpt_browser.analysis.opened import open_path
 
-    return [open_checkpoint(str(p)) for p in _index_files(entry)]
+    return [open_path(str(p)).checkpoint for p in _index_files(entry)]
 
 
 def _pickle_file(entry: Path, case: Case):

@@ -552,10 +552,11 @@ def root_ignores_permissions() -> bool:
 
 # -- the diff app: `ckpt-browser A B` ----------------------------------------------------------
 def open_diff(a: str, b: str):
+    from ckpt_browser.analysis.opened import open_path
     from ckpt_browser.tui.app import make_diff_app
-    from ckpt_browser.values.diff import Options, open_side
+    from ckpt_browser.values.diff import Options, side_of
 
-    return make_diff_app(open_side(a), open_side(b), Options())
+    return make_diff_app(side_of(open_path(a)), side_of(open_path(b)), Options())
 
 
 async def walk_diff(app, pilot, texts: dict[str, str]) -> None:

@@ -180,7 +180,7 @@ def test_offline_hf_url_whose_refs_main_is_a_fifo_says_one_line(tmp_path):
 @pytest.mark.parametrize("target", [".", ".."])
 def test_hf_snapshot_linked_back_into_the_cache_is_a_loop(tmp_path, target):
     """snapshots/loopy -> . (the snapshots folder) or .. (the repo folder): one line."""
-    from ckpt_browser.opening import pick
+    from ckpt_browser.analysis.opened import pick
     from ckpt_browser.producers.layout import open_layout
 
     repo, _ = _hf_cache(tmp_path / "hub")
@@ -244,7 +244,7 @@ LOOPS = {  # links planted -> the link a warning must name, and words it must sa
 def test_a_loop_in_a_run_folder_is_a_warning_never_a_checkpoint(tmp_path, case):
     """The CLI's way: pick the run's newest, open it. Before, checkpoint-9 -> . was the newest
     checkpoint, read 40 folders deep; checkpoint-7 -> .. an empty newer one."""
-    from ckpt_browser.opening import pick
+    from ckpt_browser.analysis.opened import pick
     from ckpt_browser.producers.layout import open_layout
 
     (tmp_path / "side").mkdir()
@@ -263,7 +263,7 @@ def test_a_loop_in_a_run_folder_is_a_warning_never_a_checkpoint(tmp_path, case):
 def test_a_loop_beside_a_lightning_file_is_a_warning_never_a_checkpoint(tmp_path):
     """A run of .ckpt files: the newest is a file, opened by its path; the loop beside it is
     still said (epoch=9-step=90.ckpt -> . was a Lightning folder newer than any file)."""
-    from ckpt_browser.opening import pick
+    from ckpt_browser.analysis.opened import pick
     from ckpt_browser.producers.layout import open_layout
 
     run = tmp_path / "lightning"
@@ -280,11 +280,11 @@ def test_a_loop_beside_a_lightning_file_is_a_warning_never_a_checkpoint(tmp_path
 
 def test_a_loop_inside_a_checkpoint_folder_is_a_warning_not_a_damaged_file(tmp_path):
     """checkpoint-1/up -> .. was listed as a file and read: 'up: is a folder', an error."""
-    from ckpt_browser.analysis.open import open_checkpoint
+    from ckpt_browser.analysis.opened import open_path
 
     run = _run(tmp_path, {"checkpoint-1/up": ".."})
     with no_hang():
-        ckpt = open_checkpoint(str(run / "checkpoint-1"))
+        ckpt = open_path(str(run / "checkpoint-1")).checkpoint
     assert "up" not in ckpt.layout.files
     (said,) = [p for p in ckpt.problems if p.file == "up"]
     assert said.severity == WARNING and "a loop" in said.message
@@ -358,7 +358,7 @@ def test_run_folders_nested_past_the_bound_are_not_followed(tmp_path, monkeypatc
 def test_folders_nested_past_the_bound_are_refused_in_one_line(tmp_path):
     """A chain of single folders around a checkpoint (a work_dir around a run) is followed
     walk.MAX_DEPTH deep; past that the path is refused, naming it, not searched."""
-    from ckpt_browser.opening import pick
+    from ckpt_browser.analysis.opened import pick
     from ckpt_browser.readers.walk import MAX_DEPTH
 
     deep = tmp_path / "outer"

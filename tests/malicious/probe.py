@@ -81,8 +81,8 @@ def _texts(screen) -> str:
 
 
 async def _session(path: str) -> dict:
+    from ckpt_browser.analysis.opened import pick as _pick
     from ckpt_browser.errors import CheckpointError
-    from ckpt_browser.opening import pick as _pick
     from ckpt_browser.producers.layout import open_layout
     from ckpt_browser.tui.app import make_app
     from tests.tui.conftest import loaded

@@ -8,11 +8,12 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.tui.app import CkptApp, make_diff_app
 from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.tui.diff.panes import DiffDetails, DiffSummary
 from ckpt_browser.tui.diff.table import DiffTable
-from ckpt_browser.values.diff import Options, Row, open_side
+from ckpt_browser.values.diff import Options, Row, side_of
 from ckpt_browser.values.locate import TensorLoc
 from ckpt_browser.values.read import Cancelled
 from tests.tui.conftest import SAMPLES, alone, count_drawn, loaded, plain
@@ -29,7 +30,7 @@ def diff_app(monkeypatch):
     def make(a: str, b: str, opts: Options | None = None) -> CkptApp:
         monkeypatch.chdir(SAMPLES)
         monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
-        return make_diff_app(open_side(a), open_side(b), opts or Options())
+        return make_diff_app(side_of(open_path(a)), side_of(open_path(b)), opts or Options())
 
     return make
 
@@ -51,7 +52,8 @@ def mixed(tmp_path, monkeypatch):
         save_file(tensors, str(tmp_path / side / "model.safetensors"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
-    return lambda: make_diff_app(open_side("a"), open_side("b"), Options(strip_b="model."))
+    return lambda: make_diff_app(side_of(open_path("a")), side_of(open_path("b")),
+                                 Options(strip_b="model."))
 
 
 def summary(app) -> str:
@@ -242,7 +244,7 @@ async def test_name_column_keeps_layer_and_expert_at_80_columns(tmp_path, monkey
                    "model.embed_tokens.weight": torch.zeros(16, 8)},
                   str(tmp_path / side / "model.safetensors"))
     monkeypatch.chdir(tmp_path)
-    app = make_diff_app(open_side("a"), open_side("b"), Options())
+    app = make_diff_app(side_of(open_path("a")), side_of(open_path("b")), Options())
     async with app.run_test(size=SIZE) as pilot:
         await loaded(app, pilot)
         await pilot.press("end")

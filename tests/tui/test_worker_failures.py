@@ -8,11 +8,12 @@ from textual.worker import WorkerFailed
 import ckpt_browser.analysis.components as components
 import ckpt_browser.tui.browse.screen as browser_app
 import ckpt_browser.tui.diff.screen as diff_app_module
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.tui.app import make_diff_app
 from ckpt_browser.tui.browse.summary import Summary
 from ckpt_browser.tui.browse.tree import CheckpointTree
 from ckpt_browser.tui.diff.panes import DiffSummary
-from ckpt_browser.values.diff import Options, open_side
+from ckpt_browser.values.diff import Options, side_of
 from tests.tui.conftest import SAMPLES, plain
 
 SIZE = (100, 30)
@@ -78,8 +79,8 @@ async def test_diff_pairing_failing_is_shown(monkeypatch):
     monkeypatch.chdir(SAMPLES)
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
     monkeypatch.setattr(diff_app_module, "load_diff", boom)
-    app = make_diff_app(open_side("tiny-llama-run/checkpoint-3"),
-                        open_side("tiny-llama-run/checkpoint-6"), Options())
+    app = make_diff_app(side_of(open_path("tiny-llama-run/checkpoint-3")),
+                        side_of(open_path("tiny-llama-run/checkpoint-6")), Options())
     async with app.run_test(size=(80, 24)) as pilot:
         await until(app, pilot, lambda: "could not" in plain(app.query_one(DiffSummary)))
         assert "could not pair the tensor names: RuntimeError: boom [not markup" in \

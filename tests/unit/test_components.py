@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_browser import limits
-from ckpt_browser.analysis.components import training_state
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.errors import NotACheckpoint, PathNotFound
 from ckpt_browser.model import COMPONENTS
 from ckpt_browser.producers.recognise import detect
@@ -349,7 +349,7 @@ def check_scheduler(facts: dict, sd: dict, keys=("last_epoch", "base_lrs", "_las
 
 
 def test_hf_trainer_single_process(tmp_path):
-    ts = training_state(str(RUN6))
+    ts = open_path(str(RUN6)).training
     state = trainer_state(RUN6)
     assert (ts.framework, ts.step, ts.epoch, ts.ranks) == ("hf-trainer", state["global_step"],
                                                            state["epoch"], 1)
@@ -373,7 +373,7 @@ def test_hf_trainer_single_process(tmp_path):
 
 
 def test_hf_multirank_counts_rng_per_rank():
-    ts = training_state(str(HF_MULTIRANK))
+    ts = open_path(str(HF_MULTIRANK)).training
     assert (ts.framework, ts.step, ts.ranks) == ("hf-trainer", 4, 2)
     assert ts.components["rng"].status == "ok"
     want = {str(r): sorted(safe_load(HF_MULTIRANK / f"rng_state_{r}.pth")) for r in (0, 1)}
@@ -385,7 +385,7 @@ def test_hf_multirank_missing_rank_file_is_incomplete(tmp_path):
     d = shutil.copytree(HF_MULTIRANK, tmp_path / "checkpoint-4")
     (d / "rng_state_1.pth").unlink()
     (d / "rng_state_2.pth").write_bytes((d / "rng_state_0.pth").read_bytes())
-    ts = training_state(str(d))
+    ts = open_path(str(d)).training
     assert ts.components["rng"].status == "incomplete"
     assert ts.components["rng"].facts["missing_ranks"] == [1]
     assert "1" in ts.components["rng"].detail
@@ -394,12 +394,12 @@ def test_hf_multirank_missing_rank_file_is_incomplete(tmp_path):
 def test_hf_run3_each_checkpoint_and_the_run_folder():
     for n in (2, 4, 6):
         d = HF_RUN3 / f"checkpoint-{n}"
-        ts = training_state(str(d))
+        ts = open_path(str(d)).training
         assert (ts.framework, ts.step) == ("hf-trainer", trainer_state(d)["global_step"]) == (
             "hf-trainer", n)
         check_optimizer(ts.components["optimizer"].facts, safe_load(d / "optimizer.pt"))
         check_scheduler(ts.components["scheduler"].facts, safe_load(d / "scheduler.pt"))
-    run = training_state(str(HF_RUN3))
+    run = open_path(str(HF_RUN3)).training
     assert run.step == 6 and run.root == str(HF_RUN3 / "checkpoint-6")
     assert any("showing checkpoint-6" in p.message for p in run.problems)
 
@@ -407,7 +407,7 @@ def test_hf_run3_each_checkpoint_and_the_run_folder():
 def test_hf_without_scheduler_pt_skips_both(tmp_path):
     d = shutil.copytree(RUN6, tmp_path / "checkpoint-6")
     (d / "scheduler.pt").unlink()
-    c = training_state(str(d)).components
+    c = open_path(str(d)).training.components
     assert (c["optimizer"].status, c["scheduler"].status) == ("incomplete", "missing")
     assert "optimizer AND scheduler" in c["scheduler"].detail
     assert "optimizer AND scheduler" in c["optimizer"].detail
@@ -419,7 +419,7 @@ def test_hf_interrupted_and_damaged_files(tmp_path, monkeypatch):
     (d / "rng_state.pth").unlink()
     raw = (d / "optimizer.pt").read_bytes()
     (d / "optimizer.pt").write_bytes(raw[: len(raw) // 3])
-    ts = training_state(str(d))
+    ts = open_path(str(d)).training
     s = statuses(ts)
     assert (s["progress"], s["data"], s["rng"], s["optimizer"]) == (
         "missing", "missing", "missing", "damaged")
@@ -427,13 +427,13 @@ def test_hf_interrupted_and_damaged_files(tmp_path, monkeypatch):
     assert any(p.file == "optimizer.pt" for p in ts.problems)
     (d / "trainer_state.json").write_text(json.dumps(trainer_state(RUN6)))
     monkeypatch.setattr(limits, "LIMITS", dataclasses.replace(limits.LIMITS, json_bytes=100))
-    ts = training_state(str(d))
+    ts = open_path(str(d)).training
     assert ts.components["progress"].status == "damaged"
     assert "limit" in ts.components["progress"].detail
 
 
 def test_accelerate_save_state():
-    ts = training_state(str(ACCELERATE))
+    ts = open_path(str(ACCELERATE)).training
     assert (ts.framework, ts.step, ts.ranks) == ("accelerate", 4, 1)
     assert statuses(ts) == {"weights": "ok", "optimizer": "ok", "scheduler": "ok", "rng": "ok",
                             "data": "missing", "progress": "ok", "scaler": "not-needed"}
@@ -452,7 +452,7 @@ def test_accelerate_save_state():
 def test_accelerate_without_custom_checkpoint_has_no_progress(tmp_path):
     d = shutil.copytree(ACCELERATE, tmp_path / "checkpoint_7")
     (d / "custom_checkpoint_0.pkl").unlink()
-    ts = training_state(str(d))
+    ts = open_path(str(d)).training
     assert ts.step is None
     assert ts.components["progress"].status == "missing"
     assert "saves no global step" in ts.components["progress"].detail
@@ -462,7 +462,7 @@ def test_lightning_ckpt_files():
     for name in ("epoch=0-step=4.ckpt", "last.ckpt"):
         path = LIGHTNING / name
         ck = safe_load(path)
-        ts = training_state(str(path))
+        ts = open_path(str(path)).training
         fit = ck["loops"]["fit_loop"]
         steps = fit["epoch_loop.automatic_optimization.optim_progress"]["optimizer"]["step"]
         assert (ts.framework, ts.step, ts.epoch) == ("lightning", steps["total"]["completed"],
@@ -501,7 +501,7 @@ def test_torchtitan_dcp():
                 f.seek(info.offset)
                 values[idx.fqn] = torch.load(io.BytesIO(f.read(info.length)), weights_only=True)
     for path in (TITAN_STEP, TORCHTITAN):
-        ts = training_state(str(path))
+        ts = open_path(str(path)).training
         assert (ts.framework, ts.step, ts.ranks) == ("torchtitan", 10, 2)
         assert statuses(ts) == {"weights": "ok", "optimizer": "ok", "scheduler": "ok",
                                 "rng": "missing", "data": "ok", "progress": "ok",
@@ -524,7 +524,7 @@ def test_torchtitan_dcp():
 def test_deepspeed_zero2_fp16():
     tag = DEEPSPEED / (DEEPSPEED / "latest").read_text().strip()
     ms = safe_load(tag / "mp_rank_00_model_states.pt")
-    ts = training_state(str(DEEPSPEED))
+    ts = open_path(str(DEEPSPEED)).training
     assert (ts.framework, ts.step, ts.ranks) == ("deepspeed", ms["global_steps"],
                                                  ms["dp_world_size"])
     assert statuses(ts) == {"weights": "ok", "optimizer": "ok", "scheduler": "ok",
@@ -548,11 +548,11 @@ def test_deepspeed_missing_shard_and_missing_tag(tmp_path):
     run = shutil.copytree(DEEPSPEED, tmp_path / "ds")
     tag = (run / "latest").read_text().strip()
     (run / tag / "zero_pp_rank_1_mp_rank_00_optim_states.pt").unlink()
-    c = training_state(str(run)).components
+    c = open_path(str(run)).training.components
     assert c["optimizer"].status == "incomplete"
     assert c["optimizer"].facts["missing_ranks"] == [1]
     (run / "latest").write_text("global_step8")
-    ts = training_state(str(run))
+    ts = open_path(str(run)).training
     assert ts.step == 8
     assert any("latest names global_step8, which does not exist" in p.message
                for p in ts.problems)
@@ -564,7 +564,7 @@ def test_megatron_legacy():
 
     f = MEGATRON / "iter_0000004" / "mp_rank_00" / "model_optim_rng.pt"
     sd = safe_load_with(f, [argparse.Namespace])
-    ts = training_state(str(MEGATRON))
+    ts = open_path(str(MEGATRON)).training
     assert (ts.framework, ts.step, ts.ranks) == ("megatron", sd["iteration"], sd["args"].world_size)
     assert statuses(ts) == {"weights": "ok", "optimizer": "ok", "scheduler": "ok", "rng": "ok",
                             "data": "ok", "progress": "ok", "scaler": "ok"}
@@ -584,7 +584,7 @@ def test_megatron_legacy():
 
 def test_malicious_optimizer_is_unsafe_and_never_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    ts = training_state(str(MALICIOUS))
+    ts = open_path(str(MALICIOUS)).training
     opt = ts.components["optimizer"]
     assert opt.status == "unsafe"
     assert "posix.system" in opt.detail
@@ -596,10 +596,10 @@ def test_malicious_optimizer_is_unsafe_and_never_runs(tmp_path, monkeypatch):
 def test_no_torch_import_and_no_execution_in_a_fresh_process(tmp_path):
     script = (
         "import sys, json\n"
-        "from ckpt_browser.analysis.components import training_state\n"
+        "from ckpt_browser.analysis.opened import open_path\n"
         "out = {}\n"
         "for p in sys.argv[1:]:\n"
-        "    ts = training_state(p)\n"
+        "    ts = open_path(p).training\n"
         "    out[p] = [ts.framework, {k: c.status for k, c in ts.components.items()}]\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'textual'})\n"
         "print(json.dumps({'heavy': heavy, 'out': out}))\n")
@@ -626,31 +626,31 @@ def test_hundred_shards_are_listed_not_opened(tmp_path, monkeypatch):
     real_open = builtins.open
     monkeypatch.setattr(builtins, "open", lambda f, *a, **k: (opened.append(str(f)),
                                                               real_open(f, *a, **k))[1])
-    ts = training_state(str(d))
+    ts = open_path(str(d)).training
     assert ts.components["weights"].status == "ok"
     assert ts.components["weights"].facts["shards"] == 100
     assert not [f for f in opened if f.endswith(".safetensors")]
     (d / "model-00042-of-00100.safetensors").unlink()
-    c = training_state(str(d)).components["weights"]
+    c = open_path(str(d)).training.components["weights"]
     assert c.status == "incomplete" and "99 of 100" in c.detail
 
 
 def test_unknown_and_weights_only_folders(tmp_path):
     junk = tree(tmp_path / "junk", {"notes.txt": "hi", "x.pt": "not a pickle"})
-    ts = training_state(str(junk))
+    ts = open_path(str(junk)).training
     assert ts.framework == "unknown"
     assert set(ts.components) == set(COMPONENTS)
     assert all(c.status == "missing" for c in ts.components.values())
-    rel = training_state(str(RELEASE))
+    rel = open_path(str(RELEASE)).training
     assert rel.framework == "safetensors"
     assert statuses(rel)["weights"] == "ok" and statuses(rel)["optimizer"] == "missing"
     with pytest.raises(PathNotFound):  # nothing there to describe
-        training_state(str(tmp_path / "nothing-here"))
+        _ = open_path(str(tmp_path / "nothing-here")).training
 
 
 def test_facts_are_json():
     for p in (RUN6, ACCELERATE, LIGHTNING / "last.ckpt", TITAN_STEP, DEEPSPEED, MEGATRON):
-        ts = training_state(str(p))
+        ts = open_path(str(p)).training
         json.dumps({k: [c.status, list(c.files), c.detail, c.facts]
                     for k, c in ts.components.items()}, allow_nan=False)
 
@@ -693,7 +693,7 @@ def test_hf_fsdp_sharded_state_dict(tmp_path):
     shutil.copy(HF_MULTIRANK / "rng_state_0.pth", d / "rng_state_0.pth")
     shutil.copy(HF_MULTIRANK / "rng_state_1.pth", d / "rng_state_1.pth")
     (d / "trainer_state.json").write_text(json.dumps({"global_step": 3, "epoch": 1.0}))
-    ts = training_state(str(d))
+    ts = open_path(str(d)).training
     assert (ts.framework, ts.step, ts.ranks) == ("hf-trainer", 3, 2)
     assert statuses(ts) == {"weights": "ok", "optimizer": "ok", "scheduler": "ok", "rng": "ok",
                             "data": "ok", "progress": "ok", "scaler": "not-needed"}
@@ -705,7 +705,7 @@ def test_hf_fsdp_sharded_state_dict(tmp_path):
     assert {x.folder for x in ts.files if hasattr(x, "entries")} == {"pytorch_model_fsdp_0",
                                                                      "optimizer_0"}
     (d / "optimizer_0" / ".metadata").rename(d / "optimizer_0" / ".metadata.tmp")
-    assert training_state(str(d)).components["optimizer"].status == "incomplete"
+    assert open_path(str(d)).training.components["optimizer"].status == "incomplete"
 
 
 def test_lightning_fsdp_sharded_ckpt_folder(tmp_path):
@@ -717,7 +717,7 @@ def test_lightning_fsdp_sharded_ckpt_folder(tmp_path):
     _dcp_save({"model": model.state_dict(), "optimizer_0": opt.state_dict()}, d)
     meta = {k: v for k, v in ck.items() if k not in ("state_dict", "optimizer_states")}
     torch.save(meta, d / "meta.pt")
-    ts = training_state(str(d))
+    ts = open_path(str(d)).training
     fit = ck["loops"]["fit_loop"]
     assert (ts.framework, ts.step) == ("lightning", fit[
         "epoch_loop.automatic_optimization.optim_progress"]["optimizer"]["step"]["total"][
@@ -750,16 +750,16 @@ def test_every_hand_built_layout_reads_without_raising(tmp_path):
         "meg2": {"latest_checkpointed_iteration.txt": "garbage"},
     }
     for name, spec in layouts.items():
-        ts = training_state(str(tree(tmp_path / name, spec)))
+        ts = open_path(str(tree(tmp_path / name, spec))).training
         assert set(ts.components) == set(COMPONENTS), name
         assert {c.status for c in ts.components.values()} <= allowed, name
         assert all(c.detail for c in ts.components.values()), name
     single = tmp_path / "epoch=1-step=2.ckpt"
     single.write_bytes(b"garbage")  # a name is no checkpoint: its content is none
     with pytest.raises(NotACheckpoint):
-        training_state(str(single))
+        _ = open_path(str(single)).training
     single.write_bytes(b"PK\x03\x04" + b"garbage")  # a torch zip cut short is a damaged one
-    ts = training_state(str(single))
+    ts = open_path(str(single)).training
     assert ts.components["optimizer"].status == "damaged"
 
 
@@ -775,7 +775,7 @@ def test_unsafe_object_inside_a_dcp_item_is_reported_not_run(tmp_path, monkeypat
     d = tmp_path / "run" / "step-3"
     _dcp_save({"w": torch.ones(2), "train_state": {"step": 3, "extra": _Pwn()},
                "lr_scheduler": {"last_epoch": 3}}, d)
-    ts = training_state(str(d))
+    ts = open_path(str(d)).training
     assert ts.framework == "torchtitan"
     assert ts.components["progress"].status == "unsafe"
     assert "posix.system" in ts.components["progress"].detail
@@ -788,6 +788,6 @@ def test_unsafe_optimizer_stays_unsafe_without_scheduler(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     d = shutil.copytree(MALICIOUS, tmp_path / "checkpoint-2")
     (d / "scheduler.pt").unlink()
-    c = training_state(str(d)).components
+    c = open_path(str(d)).training.components
     assert (c["optimizer"].status, c["scheduler"].status) == ("unsafe", "missing")
     assert not (tmp_path / SENTINEL).exists()

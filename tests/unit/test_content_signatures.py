@@ -2,7 +2,7 @@
 REAL classes: a tiny model trained for a step or two, its real state_dicts torch.save'd into
 tmp_path under ordinary and unusual key names (and nested two levels deep).
 
-For each file: `classify` finds the right kind at the right path, `open_checkpoint` tags every
+For each file: `classify` finds the right kind at the right path, `open_path` tags every
 tensor under that path with the component, and `training_state` gives the right status and
 facts. Expected values come from the torch / numpy objects themselves (what torch put in the
 state_dict), never from ckpt_browser's own output.
@@ -20,9 +20,8 @@ import pytest
 import torch
 from torch import nn
 
-from ckpt_browser.analysis.components import training_state
 from ckpt_browser.analysis.content.classify import classify, component_at
-from ckpt_browser.analysis.open import open_checkpoint
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.analysis.resume import resume_report
 from ckpt_browser.readers.torchfile import read_pickle_file
 
@@ -91,7 +90,7 @@ def kinds_at(found) -> list[tuple[str, str]]:
 
 
 def tags(path: Path) -> dict[str, str]:
-    ckpt = open_checkpoint(str(path))
+    ckpt = open_path(str(path)).checkpoint
     assert len(ckpt.files) == 1
     return {t.name: t.component for t in ckpt.files[0].tensors}
 
@@ -184,7 +183,7 @@ def test_optimizer_state_dicts_are_found_under_any_key(tmp_path, name, layout):
         assert_tagged(path, saved, "optimizer", where)
     assert_tagged(path, saved, "weights", "model")
 
-    opt_c = training_state(str(path)).components["optimizer"]
+    opt_c = open_path(str(path)).training.components["optimizer"]
     assert opt_c.status == "ok"
     facts = opt_c.facts
     assert facts["path"] == where
@@ -208,7 +207,7 @@ def test_sgd_without_momentum_alone_is_still_an_optimizer(tmp_path):
         path = save(tmp_path, saved, name)
         _, found = parts(path)
         assert kinds_at(found) == [("optimizer", where)]
-        c = training_state(str(path)).components["optimizer"]
+        c = open_path(str(path)).training.components["optimizer"]
         assert c.status == "ok"
         assert (c.facts["params"], c.facts["params_with_state"]) == (4, 0)
         assert c.facts["param_groups"][0]["lr"] == sd["param_groups"][0]["lr"]
@@ -225,7 +224,7 @@ def test_lazily_missing_state_is_reported_but_not_an_error(tmp_path):
     assert sorted(sd["state"]) == [2, 3] and sd["param_groups"][0]["params"] == [0, 1, 2, 3]
     path = save(tmp_path, {"model": model.state_dict(), "opt": sd, "global_step": 1,
                            "rng": torch.get_rng_state()})
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     facts = ts.components["optimizer"].facts
     assert ts.components["optimizer"].status == "ok"
     assert (facts["params"], facts["params_with_state"]) == (4, 2)
@@ -254,7 +253,7 @@ def test_fqn_keyed_optimizer_state_from_get_optimizer_state_dict(tmp_path):
     _, found = parts(path)
     assert ("optimizer", "my_optim") in kinds_at(found)
     assert_tagged(path, {"weights": model.state_dict(), "my_optim": sd}, "optimizer", "my_optim")
-    c = training_state(str(path)).components["optimizer"]
+    c = open_path(str(path)).training.components["optimizer"]
     assert c.status == "ok"
     assert (c.facts["params"], c.facts["params_with_state"]) == (len(names), len(names))
     assert c.facts["step"] == step_values(sd)
@@ -306,7 +305,7 @@ def test_scheduler_state_dicts_are_found_under_any_key(tmp_path, name, layout):
     _, found = parts(path)  # no code reference anywhere in a torch 2.13 scheduler
     assert ("scheduler", where) in kinds_at(found)
     assert [f.kind for f in found].count("scheduler") == 1, "a child scheduler counted twice"
-    c = training_state(str(path)).components["scheduler"]
+    c = open_path(str(path)).training.components["scheduler"]
     assert c.status == "ok"
     for key in ("last_epoch", "_last_lr", "base_lrs", "_step_count"):
         if key in sd:
@@ -321,7 +320,7 @@ def test_no_scheduler_without_initial_lr_is_not_needed(tmp_path):
     train(model, opt)
     assert "initial_lr" not in opt.state_dict()["param_groups"][0]
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict()})
-    assert status(training_state(str(path)), "scheduler") == "not-needed"
+    assert status(open_path(str(path)).training, "scheduler") == "not-needed"
 
 
 def test_no_scheduler_but_initial_lr_in_the_groups_is_missing(tmp_path):
@@ -333,7 +332,7 @@ def test_no_scheduler_but_initial_lr_in_the_groups_is_missing(tmp_path):
     sched.step()
     assert "initial_lr" in opt.state_dict()["param_groups"][0]
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 1})
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert status(ts, "scheduler") == "missing"
     report = resume_report(str(path))
     assert findings(report, "scheduler", "warning")
@@ -367,7 +366,7 @@ def test_enabled_grad_scaler(tmp_path, keys):
                            **nest(keys, sd)})
     _, found = parts(path)
     assert ("scaler", ".".join(keys)) in kinds_at(found)
-    c = training_state(str(path)).components["scaler"]
+    c = open_path(str(path)).training.components["scaler"]
     assert c.status == "ok"
     assert c.facts["scale"] == sd["scale"]
     assert c.facts["_growth_tracker"] == sd["_growth_tracker"]
@@ -381,7 +380,7 @@ def test_disabled_grad_scaler_is_not_needed(tmp_path):
                            "scaler": sd})
     _, found = parts(path)
     assert ("scaler", "scaler") in kinds_at(found)
-    assert status(training_state(str(path)), "scaler") == "not-needed"
+    assert status(open_path(str(path)).training, "scaler") == "not-needed"
 
 
 @pytest.mark.parametrize("settings", [
@@ -395,7 +394,7 @@ def test_fp16_evidence_without_a_scaler_is_missing(tmp_path, settings):
     opt = optim.AdamW(model.parameters())
     train(model, opt)
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), **settings})
-    assert status(training_state(str(path)), "scaler") == "missing"
+    assert status(open_path(str(path)).training, "scaler") == "missing"
     assert findings(resume_report(str(path)), "scaler", "warning")
 
 
@@ -443,7 +442,7 @@ def test_rng_states_by_shape_under_any_name(tmp_path, source, layout):
                                               or where.startswith(rng[0].path + "."))
     if isinstance(state, torch.Tensor):
         assert_tagged(path, saved, "rng", where)
-    c = training_state(str(path)).components["rng"]
+    c = open_path(str(path)).training.components["rng"]
     assert any(label.lower() in g.lower() for g in c.facts["generators"]), c.facts
     if cpu:
         assert c.status == "ok"
@@ -458,7 +457,7 @@ def test_all_generators_together_and_per_rank_lists(tmp_path):
     every = {name: s for name, (s, _, _) in rng_states().items()}
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "randomness": every})
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert status(ts, "rng") == "ok"
     assert len(ts.components["rng"].facts["generators"]) == 5  # torch cpu counted once
     per_rank = [{"python": random.getstate(), "numpy": np.random.get_state(),
@@ -467,7 +466,7 @@ def test_all_generators_together_and_per_rank_lists(tmp_path):
                            "rank_rngs": per_rank}, "ranks.pt")
     _, found = parts(path)
     assert ("rng", "rank_rngs") in kinds_at(found)
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert status(ts, "rng") == "ok"
     assert ts.ranks == len(per_rank)
 
@@ -477,7 +476,7 @@ def test_rng_without_the_torch_cpu_generator_is_incomplete(tmp_path):
     opt = optim.SGD(model.parameters(), lr=0.1)
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "rng": {"numpy": np.random.get_state(), "python": random.getstate()}})
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert status(ts, "rng") == "incomplete"
     assert ts.components["rng"].facts["missing_generators"] == ["torch cpu"]
     assert findings(resume_report(str(path)), "rng", "warning")
@@ -488,7 +487,7 @@ def test_a_counter_beside_an_rng_state_is_still_a_counter(tmp_path):
     opt = optim.SGD(model.parameters(), lr=0.1)
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "trainer_state": {"rng": torch.get_rng_state(), "epoch": 3}})
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert status(ts, "rng") == "ok"
     assert status(ts, "progress") == "ok"
     assert ts.epoch == 3
@@ -557,7 +556,7 @@ def test_data_positions_by_their_key_sets(tmp_path, source, layout):
     assert [f.kind for f in found].count("data") == 1
     if tensor_paths(state):
         assert_tagged(path, saved, "data", ".".join(keys))
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     c = ts.components["data"]
     assert c.status == "ok" and c.facts["stored"] is True
     assert ts.step == 3  # a counter inside the data state is not the run's step
@@ -570,7 +569,7 @@ def test_mid_epoch_counter_without_data_state_is_missing(tmp_path):
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "rng": torch.get_rng_state(), "epoch": 1, "batch_idx": 5,
                            "global_step": 3})
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert status(ts, "data") == "missing"
     assert ts.components["data"].facts["stored"] is False
     assert findings(resume_report(str(path)), "data", "warning")
@@ -578,7 +577,7 @@ def test_mid_epoch_counter_without_data_state_is_missing(tmp_path):
     path = save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                            "rng": torch.get_rng_state(), "epoch": 1, "batch_idx": 0,
                            "global_step": 3}, "boundary.pt")
-    assert status(training_state(str(path)), "data") != "missing"
+    assert status(open_path(str(path)).training, "data") != "missing"
 
 
 # --- counters (FORMATS.md "Progress counters") ---------------------------------------------------
@@ -602,7 +601,7 @@ def test_counters_by_name(tmp_path, name, unit):
                            "rng_state": torch.get_rng_state(), name: n})
     _, found = parts(path)
     assert ("progress", name) in kinds_at(found)
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert (ts.step, ts.epoch) == ((n, None) if unit == "step" else (None, n))
     assert ts.framework == "custom"
     assert {k: c.status for k, c in ts.components.items()} == {
@@ -619,7 +618,7 @@ def test_step_comes_from_the_step_counter_not_the_epoch_or_batch(tmp_path):
                            "rng": torch.get_rng_state(),
                            "progress": {"epoch": 1, "batch_idx": 0, "global_step": 3,
                                         "samples_seen": 15}})
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert (ts.step, ts.epoch) == (3, 1)
     assert ts.components["progress"].facts["step_from"] == "progress.global_step"
 
@@ -661,7 +660,7 @@ def bn_model() -> nn.Module:
 
 
 def weights_component(path: Path):
-    return training_state(str(path)).components["weights"]
+    return open_path(str(path)).training.components["weights"]
 
 
 def numel(sd: dict) -> int:
@@ -687,7 +686,7 @@ def test_batchnorm_buffers_are_weights(tmp_path):
     sd = bn_model().state_dict()
     assert {"1.running_mean", "1.running_var", "1.num_batches_tracked"} <= set(sd)
     path = save(tmp_path, sd)
-    ckpt = open_checkpoint(str(path))
+    ckpt = open_path(str(path)).checkpoint
     by_name = {t.name: t for t in ckpt.files[0].tensors}
     for k in ("1.running_mean", "1.running_var", "1.num_batches_tracked"):
         assert by_name[k].component == "weights"
@@ -740,7 +739,7 @@ def test_averaged_model_under_model_ema_is_the_ema(tmp_path):
     assert ("ema", "model_ema") in kinds_at(found)
     assert [f.kind for f in found].count("weights") == 1
     assert_tagged(path, saved, "ema", "model_ema")
-    ckpt = open_checkpoint(str(path))
+    ckpt = open_path(str(path)).checkpoint
     assert ckpt.totals.tensors == len(model.state_dict())  # the EMA is not a second model
     c = weights_component(path)
     assert [r["path"] for r in c.facts["roots"]] == ["model"]
@@ -816,12 +815,12 @@ def test_tied_weights_two_keys_one_storage(tmp_path):
     assert sd["emb.weight"].data_ptr() == sd["head.weight"].data_ptr()
     params = list(model.parameters())  # one parameter, counted once
     path = save(tmp_path, {"model": sd, "optimizer": opt.state_dict(), "step": 1})
-    ckpt = open_checkpoint(str(path))
+    ckpt = open_path(str(path)).checkpoint
     by_name = {t.name: t for t in ckpt.files[0].tensors}
     a, b = by_name["model.emb.weight"], by_name["model.head.weight"]
     assert (a.component, b.component) == ("weights", "weights")
     assert (a.begin, a.end) == (b.begin, b.end)  # the same bytes
-    c = training_state(str(path)).components["optimizer"]
+    c = open_path(str(path)).training.components["optimizer"]
     assert c.facts["params"] == len(params) == 1
     assert c.facts["param_names"] == {"0": "emb.weight"}
     assert not findings(resume_report(str(path)), "optimizer", "error")

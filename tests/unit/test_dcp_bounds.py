@@ -218,7 +218,7 @@ def test_items_are_decoded_a_bounded_number_of_times(tmp_path, monkeypatch):
     """1,500 train_state items in one blob: decoded once, not 1,500 times; 1,500 items in their
     own blobs: the first 1,000 decoded (the rest named, and a warning says so)."""
     from ckpt_browser.analysis.components import training_state
-    from ckpt_browser.analysis.open import open_checkpoint
+    from ckpt_browser.analysis.opened import open_path
 
     decoded = []
     real = StateFiles.dcp_value
@@ -230,7 +230,7 @@ def test_items_are_decoded_a_bounded_number_of_times(tmp_path, monkeypatch):
     step.mkdir()
     (step / ".metadata").write_bytes(meta)
     (step / "__0_0.distcp").write_bytes(rank)
-    ts = training_state(open_checkpoint(str(step)))
+    ts = training_state(open_path(str(step)).checkpoint)
     said = [p.message for p in ts.problems if "were decoded" in p.message]
     assert said == ["1,502 items under train_state.*: only 1,000 were decoded (the shallowest "
                     "keys); the others are listed by name only"]

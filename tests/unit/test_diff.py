@@ -13,8 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.report.diff import diff_doc
-from ckpt_browser.values.diff import Options, compare_values, diff, open_side, structure
+from ckpt_browser.values.diff import Options, compare_values, diff, side_of, structure
 from ckpt_browser.values.read import Cancelled
 
 from .helpers import SAMPLES
@@ -40,7 +41,7 @@ CKPT_LIGHTNING = SAMPLES / "lightning" / "last.ckpt"
 
 
 def run(a, b, opts: Options = WEIGHTS, **kw) -> dict:
-    return diff_doc(diff(open_side(str(a)), open_side(str(b)), opts, **kw))
+    return diff_doc(diff(side_of(open_path(str(a))), side_of(open_path(str(b))), opts, **kw))
 
 
 def by_name(doc: dict) -> dict[str, dict]:
@@ -137,7 +138,8 @@ def test_safetensors_folder_against_a_pytorch_model_bin_folder(tmp_path):
 def test_dcp_from_2_ranks_against_4_ranks_every_tensor_unchanged():
     wait_for_dcp_ranks()
     opts = Options(values=True)
-    rows, state_rows, notes = structure(open_side(str(RANKS2)), open_side(str(RANKS4)), opts)
+    rows, state_rows, notes = structure(side_of(open_path(str(RANKS2))),
+                                        side_of(open_path(str(RANKS4))), opts)
     compare_values(rows + state_rows, opts)
     want = dcp_tensors(RANKS2)
     everything = rows + state_rows
@@ -322,7 +324,7 @@ def test_nan_in_the_same_place_is_unchanged_and_nan_against_a_number_is_not(tmp_
 # -- progress, cancel, unreadable values -----------------------------------------------------------
 
 def test_progress_reaches_the_total_bytes_of_both_sides():
-    a, b = open_side(str(CKPT3)), open_side(str(CKPT6))
+    a, b = side_of(open_path(str(CKPT3))), side_of(open_path(str(CKPT6)))
     rows, _, _ = structure(a, b, VALUES)
     seen = []
     compare_values(rows, VALUES, progress=lambda done, total, name: seen.append((done, total)))
@@ -332,7 +334,7 @@ def test_progress_reaches_the_total_bytes_of_both_sides():
 
 
 def test_cancel_during_compare_values_raises_cancelled():
-    a, b = open_side(str(CKPT3)), open_side(str(CKPT6))
+    a, b = side_of(open_path(str(CKPT3))), side_of(open_path(str(CKPT6)))
     rows, _, _ = structure(a, b, VALUES)
     cancel = threading.Event()
     names = []
@@ -352,7 +354,7 @@ def test_cancel_through_diff_raises_cancelled():
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(Cancelled):
-        diff(open_side(str(CKPT3)), open_side(str(CKPT6)), VALUES, cancel=cancel)
+        diff(side_of(open_path(str(CKPT3))), side_of(open_path(str(CKPT6))), VALUES, cancel=cancel)
 
 
 def test_values_that_cannot_be_read_are_an_error_on_their_row(tmp_path):
@@ -361,7 +363,7 @@ def test_values_that_cannot_be_read_are_an_error_on_their_row(tmp_path):
     shard = damaged / SHARDS[0]
     with open(shard, "r+b") as f:
         f.truncate(f.seek(0, 2) - 100)
-    result = diff(open_side(str(RELEASE)), open_side(str(damaged)), VALUES)
+    result = diff(side_of(open_path(str(RELEASE))), side_of(open_path(str(damaged))), VALUES)
     assert result.errors == 1
     doc = diff_doc(result)
     bad = [r for r in doc["tensors"] if "error" in r]
@@ -373,7 +375,7 @@ def test_values_that_cannot_be_read_are_an_error_on_their_row(tmp_path):
 # -- the optimizer tensors are compared too (state.tensors) ----------------------------------------
 
 def test_state_rows_hold_the_optimizer_tensors_with_torch_metrics():
-    a, b = open_side(str(CKPT3)), open_side(str(CKPT6))
+    a, b = side_of(open_path(str(CKPT3))), side_of(open_path(str(CKPT6)))
     opts = Options(values=True)
     rows, state_rows, _ = structure(a, b, opts)
     compare_values(state_rows, opts)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ckpt_browser.analysis.open import open_checkpoint
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.errors import NotACheckpoint
 from ckpt_browser.model import ERROR, WARNING
 from ckpt_browser.readers.files import read_file, sniff
@@ -51,7 +51,7 @@ def test_sniff_by_the_first_bytes(tmp_path, write, want):
 
 
 def test_torchscript_is_listed_with_its_tensors_and_never_run():
-    ckpt = open_checkpoint(str(PROJECTS / "torchscript" / "model.pt"))
+    ckpt = open_path(str(PROJECTS / "torchscript" / "model.pt")).checkpoint
     (f,) = ckpt.files
     assert f.format == "torchscript"
     scripted = torch.jit.load(str(PROJECTS / "torchscript" / "model.pt"))
@@ -63,7 +63,7 @@ def test_torchscript_is_listed_with_its_tensors_and_never_run():
 
 def test_export_archive_tensors_sit_where_torch_export_stored_them():
     path = PROJECTS / "export" / "model.pt2"
-    ckpt = open_checkpoint(str(path))
+    ckpt = open_path(str(path)).checkpoint
     (f,) = ckpt.files
     assert f.format == "export"
     ep = torch.export.load(str(path))
@@ -86,13 +86,13 @@ def test_an_export_dtype_that_is_no_int_code_leaves_the_tensor_unlisted(tmp_path
         zf.writestr("model/archive_format", "pt2")
         zf.writestr("model/data/weights/model_weights_config.json", json.dumps(config))
         zf.writestr("model/data/weights/weight_0", bytes(8))
-    (f,) = open_checkpoint(str(path)).files
+    (f,) = open_path(str(path)).checkpoint.files
     assert f.format == "export" and f.tensors == ()
 
 
 def test_a_torch_zip_named_safetensors_is_read_as_a_torch_zip(tmp_path):
     torch.save(model().state_dict(), tmp_path / "model.safetensors")
-    ckpt = open_checkpoint(str(tmp_path / "model.safetensors"))
+    ckpt = open_path(str(tmp_path / "model.safetensors")).checkpoint
     (f,) = ckpt.files
     assert f.format == "torch-zip" and len(f.tensors) == 4
     assert any(p.severity == WARNING and "named like a safetensors file" in p.message
@@ -102,7 +102,7 @@ def test_a_torch_zip_named_safetensors_is_read_as_a_torch_zip(tmp_path):
 def test_a_safetensors_file_named_bin_is_read_as_safetensors(tmp_path):
     save_file({k: v.contiguous() for k, v in model().state_dict().items()},
               str(tmp_path / "pytorch_model.bin"))
-    ckpt = open_checkpoint(str(tmp_path / "pytorch_model.bin"))
+    ckpt = open_path(str(tmp_path / "pytorch_model.bin")).checkpoint
     assert [f.format for f in ckpt.files] == ["safetensors"]
     assert ckpt.totals.tensors == 4 and ckpt.problems == ()
 
@@ -111,7 +111,7 @@ def test_a_file_that_claims_a_format_it_lacks_is_an_error_in_a_folder(tmp_path):
     torch.save(model().state_dict(), tmp_path / "model.pt")
     (tmp_path / "optimizer.pt").write_text("these are notes, not an optimizer\n" * 20)
     (tmp_path / "notes.txt").write_text("notes are fine")
-    ckpt = open_checkpoint(str(tmp_path))
+    ckpt = open_path(str(tmp_path)).checkpoint
     assert formats(ckpt) == {"model.pt": "torch-zip", "notes.txt": "other",
                              "optimizer.pt": "other"}
     errors = [p for p in ckpt.problems if p.severity == ERROR]
@@ -122,7 +122,7 @@ def test_a_file_that_claims_a_format_it_lacks_is_an_error_in_a_folder(tmp_path):
 def test_random_bytes_are_not_a_checkpoint_and_a_cut_zip_is_a_damaged_one(tmp_path):
     (tmp_path / "a.bin").write_bytes(b"\x13" + os.urandom(4999))
     with pytest.raises(NotACheckpoint):
-        open_checkpoint(str(tmp_path / "a.bin"))
+        _ = open_path(str(tmp_path / "a.bin")).checkpoint
     torch.save(model().state_dict(), tmp_path / "full.pt")
     raw = (tmp_path / "full.pt").read_bytes()
     (tmp_path / "half.pt").write_bytes(raw[: len(raw) // 2])
@@ -134,7 +134,7 @@ def test_hidden_files_and_a_mirror_manifest_are_no_part_of_the_checkpoint(tmp_pa
     torch.save(model().state_dict(), tmp_path / "model.pt")
     (tmp_path / ".ckpt-browser-mirror.json").write_text("{}")
     (tmp_path / ".gitattributes").write_text("*.pt filter=lfs")
-    assert formats(open_checkpoint(str(tmp_path))) == {"model.pt": "torch-zip"}
+    assert formats(open_path(str(tmp_path)).checkpoint) == {"model.pt": "torch-zip"}
 
 
 # -- a method pickled by name is a reference; calling one is unsafe --------------------------
@@ -198,7 +198,7 @@ def test_getattr_on_anything_else_or_kept_as_a_value_is_unsafe():
 
 
 def test_the_mmengine_sample_is_read_and_not_called_unsafe():
-    ckpt = open_checkpoint(str(PROJECTS / "mmengine" / "work_dir" / "epoch_2.pth"))
+    ckpt = open_path(str(PROJECTS / "mmengine" / "work_dir" / "epoch_2.pth")).checkpoint
     (f,) = ckpt.files
     assert f.source.unsafe == () and f.error is None
     with zipfile.ZipFile(PROJECTS / "mmengine" / "work_dir" / "epoch_2.pth") as z:

@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 
-from ckpt_browser.analysis.components import training_state
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.cli import main
 
 from .component_helpers import ACCELERATE, DEEPSPEED, HF_MULTIRANK, MEGATRON, safe_load_with
@@ -97,7 +97,7 @@ def test_an_index_naming_too_many_files_is_refused_in_one_line(tmp_path, capsys,
 def test_a_rank_number_of_a_million_is_counted_not_listed(tmp_path):
     folder = shutil.copytree(HF_MULTIRANK, tmp_path / "checkpoint-4")
     shutil.copy(folder / "rng_state_1.pth", folder / "rng_state_999999.pth")
-    rng = training_state(str(folder)).components["rng"]
+    rng = open_path(str(folder)).training.components["rng"]
     assert rng.status == "incomplete"
     assert rng.facts["missing_ranks"][:3] == [2, 3, 4]
     assert len(rng.facts["missing_ranks"]) <= 1_000  # was all 999,997 of them
@@ -122,7 +122,7 @@ def test_a_deepspeed_world_size_of_ten_to_the_thirty(tmp_path):
     ms = torch.load(states, weights_only=True)
     ms["dp_world_size"] = 10**30
     torch.save(ms, states)
-    opt = training_state(str(run_folder)).components["optimizer"]  # was range(10**30)
+    opt = open_path(str(run_folder)).training.components["optimizer"]  # was range(10**30)
     assert opt.status == "incomplete"
     assert opt.facts["missing_ranks"][:2] == [2, 3]
     assert opt.facts["missing_rank_count"] == 10**30 - 2
@@ -145,7 +145,7 @@ def test_rank_gaps_list_the_first_and_count_all():
 def test_accelerate_with_two_optimizers(tmp_path, capsys):
     folder = shutil.copytree(ACCELERATE, tmp_path / "step_4")
     shutil.copy(folder / "optimizer.bin", folder / "optimizer_1.bin")  # save_state of two
-    opt = training_state(str(folder)).components["optimizer"]  # was a TypeError
+    opt = open_path(str(folder)).training.components["optimizer"]  # was a TypeError
     assert opt.status == "ok" and opt.files == ("optimizer.bin", "optimizer_1.bin")
     assert opt.facts["files"] == 2
     code, out, err = run(capsys, "check", folder)
@@ -210,7 +210,8 @@ def test_the_quiz_adds_up_each_module_once(tmp_path, monkeypatch):
     _names_shard(tmp_path / "model.safetensors", names)
     walked = []
     monkeypatch.setattr(ModuleNode, "totals", property(lambda m: walked.append(m)))
-    questions = questions_for(str(tmp_path), seed=1)  # was the Totals of each of 1,200 modules
+    # was the Totals of each of 1,200 modules
+    questions = questions_for(open_path(str(tmp_path)), seed=1)
     params = [q for q in questions if q.id.startswith("gen-params-")]
     assert params and not walked
     for q in params:
@@ -230,7 +231,7 @@ def test_megatron_rng_state_that_is_not_a_list_is_damaged(tmp_path, capsys, valu
     sd = safe_load_with(f, [argparse.Namespace])
     sd["rng_state"] = torch.zeros(2) if value == "tensor" else value
     torch.save(sd, f)
-    rng = training_state(str(run_folder)).components["rng"]  # was a TypeError
+    rng = open_path(str(run_folder)).training.components["rng"]  # was a TypeError
     assert rng.status == "damaged" and "not a list of RNG states" in rng.detail
     code, _, err = run(capsys, "check", run_folder)
     assert code == 3 and not err
@@ -303,13 +304,12 @@ def test_a_run_folder_of_many_files_is_looked_into_within_its_bound(tmp_path, mo
 
 def test_quiz_from_a_folder_of_single_file_checkpoints_reads_the_newest(tmp_path, capsys,
                                                                           monkeypatch):
-    from ckpt_browser.analysis import open as opening
+    from ckpt_browser.analysis import opened as opener
 
     run_folder = shutil.copytree(SAMPLES / "projects" / "custom-run", tmp_path / "run")
     opened = []
-    real = opening.open_checkpoint
-    monkeypatch.setattr(opening, "open_checkpoint",
-                        lambda path, *a, **k: opened.append(path) or real(path, *a, **k))
+    real = opener.open_layout
+    monkeypatch.setattr(opener, "open_layout", lambda path: opened.append(path) or real(path))
     code, out, err = run(capsys, "quiz", "--export", "json", "--from", run_folder)
     assert code == 0 and not err
     # as inspect does: the newest (ckpt_epoch3.pt), not the folder read as one checkpoint of

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ckpt_browser.analysis.open import open_checkpoint
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.values.dequant import dequantized_stats, scale_name
 from ckpt_browser.values.locate import safetensors_locs
 from ckpt_browser.values.read import ValuesError
@@ -23,7 +23,7 @@ def fp8_file(tmp_path, m: int = 200, n: int = 300, scale_shape=None):
     path = tmp_path / "model.safetensors"
     save_file({"layers.0.mlp.up_proj.weight": weight,
                "layers.0.mlp.up_proj.weight_scale_inv": scale}, str(path))
-    locs = {loc.name: loc for loc in safetensors_locs(open_checkpoint(str(path)))}
+    locs = {loc.name: loc for loc in safetensors_locs(open_path(str(path)).checkpoint)}
     return weight, scale, locs
 
 

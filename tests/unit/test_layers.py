@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("report", ("ckpt_browser.report",)),
     ("quiz", ("ckpt_browser.quiz",)),
     ("tui", ("ckpt_browser.tui",)),
-    ("cli", ("ckpt_browser.cli", "ckpt_browser.opening", "ckpt_browser.__main__")),
+    ("cli", ("ckpt_browser.cli", "ckpt_browser.commands", "ckpt_browser.__main__")),
 )
 
 # Third-party packages and the only layers that may import them. torch and safetensors are

@@ -1,4 +1,4 @@
-"""`open_layout` / `open_checkpoint`: what a path holds, and the index cross-checks."""
+"""`open_layout` / `open_path`: what a path holds, and the index cross-checks."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import threading
 import pytest
 import torch
 
-from ckpt_browser.analysis.open import open_checkpoint
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.errors import CheckpointError, NotACheckpoint, PathNotFound
 from ckpt_browser.model import ERROR, INFO, WARNING
 from ckpt_browser.producers.layout import open_layout
@@ -64,7 +64,7 @@ def index_of(folder) -> dict:
 
 @pytest.mark.parametrize("sample", [RUN6, RELEASE], ids=["checkpoint-6", "release"])
 def test_sample_folder_reads_like_safe_open(sample):
-    ckpt = open_checkpoint(str(sample))
+    ckpt = open_path(str(sample)).checkpoint
 
     assert ckpt.layout.format == "safetensors-index"
     assert ckpt.layout.shards == SHARDS
@@ -78,7 +78,7 @@ def test_sample_folder_reads_like_safe_open(sample):
 
 @pytest.mark.parametrize("sample", [RUN6, RELEASE], ids=["checkpoint-6", "release"])
 def test_sample_totals_equal_safe_open_and_the_hf_index(sample):
-    ckpt = open_checkpoint(str(sample))
+    ckpt = open_path(str(sample)).checkpoint
     ref = reference_totals(sample / f for f in SHARDS)
 
     assert totals_dict(ckpt.totals) == ref
@@ -89,7 +89,7 @@ def test_sample_totals_equal_safe_open_and_the_hf_index(sample):
 
 def test_sample_as_the_index_file():
     path = RUN6 / INDEX
-    ckpt = open_checkpoint(str(path))
+    ckpt = open_path(str(path)).checkpoint
     assert ckpt.layout.format == "safetensors-index"
     assert ckpt.layout.path == str(path)
     assert ckpt.problems == ()
@@ -98,7 +98,7 @@ def test_sample_as_the_index_file():
 
 @pytest.mark.parametrize("shard", SHARDS)
 def test_sample_as_a_single_shard_file(shard):
-    ckpt = open_checkpoint(str(RUN6 / shard))
+    ckpt = open_path(str(RUN6 / shard)).checkpoint
     assert ckpt.layout.format == "safetensors"
     assert ckpt.layout.files == (shard,) and ckpt.layout.shards == (shard,)
     assert ckpt.problems == ()
@@ -109,14 +109,14 @@ def test_sample_as_a_single_shard_file(shard):
 def test_relative_single_file_path(tmp_path, monkeypatch):
     save(tmp_path / "model.safetensors", {"w": torch.ones(3, 2)})
     monkeypatch.chdir(tmp_path)
-    ckpt = open_checkpoint("model.safetensors")
+    ckpt = open_path("model.safetensors").checkpoint
     assert ckpt.problems == ()
     assert [t.name for t in ckpt.tensors] == ["w"]
 
 
 def test_shards_without_an_index_are_a_safetensors_folder(tmp_path):
     folder = copy_sample(RUN6, tmp_path / "noindex", skip=(INDEX,))
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     assert ckpt.layout.format == "safetensors-folder"
     assert ckpt.layout.index is None
     assert ckpt.problems == ()
@@ -126,7 +126,7 @@ def test_shards_without_an_index_are_a_safetensors_folder(tmp_path):
 def test_folder_with_one_safetensors_file(tmp_path):
     save(tmp_path / "model.safetensors", {"w": torch.ones(2)})
     (tmp_path / "config.json").write_text("{}")
-    ckpt = open_checkpoint(str(tmp_path))
+    ckpt = open_path(str(tmp_path)).checkpoint
     assert ckpt.layout.format == "safetensors"
     assert ckpt.layout.shards == ("model.safetensors",)
     assert ckpt.layout.files == ("config.json", "model.safetensors")
@@ -135,7 +135,7 @@ def test_folder_with_one_safetensors_file(tmp_path):
 
 def test_safetensors_file_without_the_extension_is_recognised(tmp_path):
     path = save(tmp_path / "weights", {"w": torch.ones(2, 2)})
-    ckpt = open_checkpoint(str(path))
+    ckpt = open_path(str(path)).checkpoint
     assert ckpt.layout.format == "safetensors"
     assert tensor_map(ckpt) == {"w": ("F32", (2, 2), "weights")}
 
@@ -195,7 +195,7 @@ def test_folder_that_cannot_be_listed(tmp_path, monkeypatch):
 # --- the damaged sample --------------------------------------------------------------------------
 
 def test_damaged_sample_names_the_missing_and_the_truncated_shard():
-    ckpt = open_checkpoint(str(DAMAGED))
+    ckpt = open_path(str(DAMAGED)).checkpoint
     s1, s2, s3 = SHARDS
     wm = index_of(DAMAGED)["weight_map"]
 
@@ -217,7 +217,7 @@ def test_damaged_sample_names_the_missing_and_the_truncated_shard():
 
 def test_synthetic_three_shards_are_clean(tmp_path):
     folder = three_shards(tmp_path)
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     assert ckpt.problems == ()
     assert totals_dict(ckpt.totals) == reference_totals(sorted(folder.glob("*.safetensors")))
 
@@ -225,7 +225,7 @@ def test_synthetic_three_shards_are_clean(tmp_path):
 def test_index_names_a_missing_file(tmp_path):
     folder = three_shards(tmp_path)
     (folder / "model-00002-of-00003.safetensors").unlink()
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     find(ckpt, "model-00002-of-00003.safetensors", "does not exist")
     find(ckpt, "model-00002-of-00003.safetensors", "1 tensors", "b.weight")
     assert set(tensor_map(ckpt)) == {"a.weight", "a.bias", "c.weight", "c.mask"}
@@ -235,7 +235,7 @@ def test_tensor_in_index_missing_from_its_shard(tmp_path):
     folder = three_shards(tmp_path)
     wm = index_of(folder)["weight_map"] | {"a.ghost": "model-00001-of-00003.safetensors"}
     write_index(folder, wm)
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     p = find(ckpt, "model-00001-of-00003.safetensors", "a.ghost", "not in the file")
     assert [q for q in ckpt.problems if q.severity == ERROR] == [p]
 
@@ -245,7 +245,7 @@ def test_tensor_in_shard_not_in_index(tmp_path):
     wm = index_of(folder)["weight_map"]
     del wm["c.mask"]
     write_index(folder, wm)
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     find(ckpt, "model-00003-of-00003.safetensors", "c.mask", "not mapped", severity=WARNING)
     assert not ckpt.damaged
 
@@ -255,7 +255,7 @@ def test_name_in_two_shards_with_index(tmp_path):
         "model-00001-of-00002.safetensors": {"x": torch.ones(2), "shared": torch.ones(3)},
         "model-00002-of-00002.safetensors": {"y": torch.ones(2), "shared": torch.zeros(3)},
     })
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     p = find(ckpt, "model-00002-of-00002.safetensors", "shared", "model-00001-of-00002.safetensors")
     assert "also appear" in p.message
     assert ckpt.damaged
@@ -266,7 +266,7 @@ def test_name_in_two_shards_without_index(tmp_path):
         "part-1.safetensors": {"x": torch.ones(2), "shared": torch.ones(3)},
         "part-2.safetensors": {"y": torch.ones(2), "shared": torch.zeros(3)},
     }, index=False)
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     assert ckpt.layout.format == "safetensors-folder"
     find(ckpt, "part-2.safetensors", "shared", "part-1.safetensors")
 
@@ -275,7 +275,7 @@ def test_total_size_mismatch(tmp_path):
     folder = three_shards(tmp_path)
     right = index_of(folder)["metadata"]["total_size"]
     write_index(folder, index_of(folder)["weight_map"], total_size=right + 1000)
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     p = find(ckpt, INDEX, "total_size", severity=WARNING)
     assert f"{right + 1000:,}" in p.message and f"{right:,}" in p.message
 
@@ -283,7 +283,7 @@ def test_total_size_mismatch(tmp_path):
 def test_orphan_shard_not_named_by_the_index(tmp_path):
     folder = three_shards(tmp_path)
     save(folder / "model-00004-of-00004.safetensors", {"stray": torch.ones(1)})
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     find(ckpt, "model-00004-of-00004.safetensors", "not named by", severity=WARNING)
     assert "stray" not in tensor_map(ckpt)  # loaders ignore it, so do we
 
@@ -292,7 +292,7 @@ def test_single_file_beside_the_index_is_a_warning(tmp_path):
     # transformers loads model.safetensors first and never looks at the index
     folder = three_shards(tmp_path)
     save(folder / "model.safetensors", {"other": torch.ones(1)})
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     find(ckpt, "model.safetensors", "ignores the index", severity=WARNING)
     assert not ckpt.damaged
 
@@ -302,7 +302,7 @@ def test_index_naming_a_file_outside_the_folder(tmp_path):
     save(tmp_path / "x.safetensors", {"evil": torch.ones(1)})
     wm = index_of(folder)["weight_map"] | {"evil": "../x.safetensors"}
     write_index(folder, wm)
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     find(ckpt, INDEX, "../x.safetensors", "outside")
     assert "evil" not in tensor_map(ckpt)
     assert "../x.safetensors" not in ckpt.layout.files
@@ -311,7 +311,7 @@ def test_index_naming_a_file_outside_the_folder(tmp_path):
 def test_index_mapping_to_an_empty_file_name(tmp_path):
     folder = three_shards(tmp_path / "ckpt")
     write_index(folder, index_of(folder)["weight_map"] | {"lost": ""})
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     find(ckpt, INDEX, "empty file name")
     assert all(p.file for p in ckpt.problems)  # every problem names a file
     assert "" not in ckpt.layout.files
@@ -320,7 +320,7 @@ def test_index_mapping_to_an_empty_file_name(tmp_path):
 def test_broken_index_json_still_shows_the_shards(tmp_path):
     folder = copy_sample(RUN6, tmp_path / "c")
     (folder / INDEX).write_text('{"metadata": {"total_size": 1}, "weight_map": {')
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     find(ckpt, INDEX, "not valid JSON", "3 .safetensors files")
     assert tensor_map(ckpt) == reference_map(RUN6, SHARDS)
 
@@ -330,7 +330,7 @@ def test_broken_index_json_still_shows_the_shards(tmp_path):
 def test_index_without_a_usable_weight_map_still_shows_the_shards(tmp_path, doc):
     folder = copy_sample(RUN6, tmp_path / "c")
     (folder / INDEX).write_text(doc)
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     assert any(p.file == INDEX and p.severity == ERROR for p in ckpt.problems)
     assert tensor_map(ckpt) == reference_map(RUN6, SHARDS)
 
@@ -349,7 +349,7 @@ def test_one_bad_shard_does_not_stop_the_others(tmp_path):
     raw = bytearray(bad.read_bytes())
     raw[8:12] = b"\xff\xff\xff\xff"  # wreck the JSON header, keep the length
     bad.write_bytes(bytes(raw))
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     find(ckpt, SHARDS[1], "UTF-8")
     assert tensor_map(ckpt) == reference_map(RUN6, [SHARDS[0], SHARDS[2]])
     ok = [s for s in ckpt.shards if s.name != SHARDS[1]]
@@ -360,7 +360,7 @@ def test_two_indexes_in_a_folder_prefer_model_index(tmp_path):
     folder = copy_sample(RUN6, tmp_path / "c")
     write_index(folder, {"x": "other-00001-of-00001.safetensors"},
                 name="other.safetensors.index.json")
-    ckpt = open_checkpoint(str(folder))
+    ckpt = open_path(str(folder)).checkpoint
     assert ckpt.layout.index.name == INDEX
     find(ckpt, INDEX, "other.safetensors.index.json", severity=INFO)
     assert tensor_map(ckpt) == reference_map(RUN6, SHARDS)
@@ -379,10 +379,3 @@ def test_iter_files_yields_batches_and_stops_when_cancelled():
     cancel = threading.Event()
     cancel.set()
     assert list(iter_files(layout, cancel)) == []
-
-
-def test_open_checkpoint_reports_progress():
-    seen = []
-    open_checkpoint(str(RUN6), on_batch=lambda done, total: seen.append((done, total)))
-    n = len(open_layout(str(RUN6)).files)
-    assert seen and seen[-1] == (n, n)

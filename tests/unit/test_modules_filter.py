@@ -8,7 +8,7 @@ import random
 import pytest
 
 from ckpt_browser.analysis.modules import build_modules
-from ckpt_browser.analysis.open import open_checkpoint
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.model import natural_key
 from ckpt_browser.tui.common.filter import name_matcher
 
@@ -22,7 +22,7 @@ def walk(node):
 
 
 def test_module_subtotals_equal_the_tensors_under_each_prefix():
-    ckpt = open_checkpoint(str(RUN6))
+    ckpt = open_path(str(RUN6)).checkpoint
     root = build_modules(ckpt.weights)
     ref = reference_map(RUN6, SHARDS)  # name -> (dtype, shape, file), from safe_open
 
@@ -42,7 +42,7 @@ def test_module_subtotals_equal_the_tensors_under_each_prefix():
 
 
 def test_module_tree_places_each_tensor_under_its_dotted_path():
-    ckpt = open_checkpoint(str(RUN6))
+    ckpt = open_path(str(RUN6)).checkpoint
     root = build_modules(ckpt.weights)
     placed = {t.name: node.path for node in walk(root) for t in node.tensors}
     assert placed == {t.name: t.name.rpartition(".")[0] for t in ckpt.weights}
@@ -59,7 +59,7 @@ def test_module_children_sort_naturally_and_subtotals_by_dtype(tmp_path):
             header[f"model.layers.{i}.{part}"] = entry(dtype, [4], begin, begin + size)
             begin += size
     path = craft(tmp_path / "m.safetensors", header, bytes(begin))
-    root = build_modules(open_checkpoint(str(path)).weights)
+    root = build_modules(open_path(str(path)).checkpoint.weights)
 
     layers = root.children["model"].children["layers"]
     assert [c.name for c in layers.sorted_children()] == [str(i) for i in range(12)]
@@ -110,7 +110,7 @@ def test_name_matcher(pattern, expected):
 
 
 def test_glob_from_the_help_finds_the_sample_tensor():
-    names = [t.name for t in open_checkpoint(str(RUN6)).weights]
+    names = [t.name for t in open_path(str(RUN6)).checkpoint.weights]
     match = name_matcher("layers.*.q_proj*")
     assert sorted(filter(match, names)) == sorted(n for n in names if ".q_proj." in n)
     assert match("model.layers.0.self_attn.q_proj.weight")

@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ckpt_browser.analysis.components import training_state
 from ckpt_browser.analysis.content.mapping import name_ids
+from ckpt_browser.analysis.opened import open_path
 from tests.tui.conftest import SAMPLES
 
 
@@ -43,7 +43,7 @@ def truth(model: nn.Module, opt) -> dict[str, str]:
 def optimizer_facts(tmp_path: Path, model: nn.Module, opt) -> dict:
     path = tmp_path / "ckpt.pt"
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 1}, path)
-    return training_state(str(path)).components["optimizer"].facts
+    return open_path(str(path)).training.components["optimizer"].facts
 
 
 def test_adam_over_a_module_names_every_id_by_order(tmp_path):
@@ -123,7 +123,7 @@ def test_state_keyed_by_name_is_not_renamed(tmp_path):
     assert set(sd["state"]) == {n for n, _ in model.named_parameters()}
     path = tmp_path / "ckpt.pt"
     torch.save({"model": model.state_dict(), "optimizer": sd, "step": 1}, path)
-    facts = training_state(str(path)).components["optimizer"].facts
+    facts = open_path(str(path)).training.components["optimizer"].facts
     assert facts["ids"] == "the optimizer state is keyed by parameter name."
     assert "param_names" not in facts
     assert name_ids({"state": {}, "param_groups": [{"params": ["w"]}]}, []).certain
@@ -131,7 +131,7 @@ def test_state_keyed_by_name_is_not_renamed(tmp_path):
 
 def test_safetensors_weights_keep_no_parameter_order():
     """HF Trainer's optimizer.pt beside safetensors shards: the headers list names sorted."""
-    state = training_state(str(SAMPLES / "tiny-llama-run" / "checkpoint-6"))
+    state = open_path(str(SAMPLES / "tiny-llama-run" / "checkpoint-6")).training
     facts = state.components["optimizer"].facts
     assert "param_names" not in facts
     assert facts["ids"].startswith("ids only: the weights are in safetensors files")

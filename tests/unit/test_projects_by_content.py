@@ -33,10 +33,9 @@ import pytest
 import torch
 from torch import nn
 
-from ckpt_browser.analysis.components import training_state
 from ckpt_browser.analysis.content.classify import classify
 from ckpt_browser.analysis.content.projects import fingerprint, framework_of
-from ckpt_browser.analysis.open import open_checkpoint
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.analysis.resume import resume_report, resume_reports
 from ckpt_browser.analysis.runs import run_entries
 from ckpt_browser.readers.torchfile import read_pickle_file
@@ -143,7 +142,7 @@ WEIGHTS_ONLY = {"weights": "ok", "optimizer": "missing", "scheduler": "missing",
 
 
 def check(path: Path, framework: str, expected: dict, step=None, epoch=None, project=None):
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert (ts.framework, ts.step, ts.epoch) == (framework, step, epoch)
     if project is not None:
         assert project in ts.project.lower()
@@ -235,7 +234,7 @@ def test_nanogpt_sample():
     opt = ts.components["optimizer"].facts
     assert [g["params"] for g in opt["param_groups"]] == [len(g["params"])
                                                           for g in d["optimizer"]["param_groups"]]
-    ckpt = open_checkpoint(str(path))
+    ckpt = open_path(str(path)).checkpoint
     by = {t.name: t for t in ckpt.files[0].tensors}
     wte, head = by["model._orig_mod.transformer.wte.weight"], by["model._orig_mod.lm_head.weight"]
     assert (wte.begin, wte.end) == (head.begin, head.end)  # one storage, two keys
@@ -363,7 +362,7 @@ def test_mmengine_run_directory_is_not_damaged():
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         rc = main(["inspect", str(PROJECTS / "mmengine")])
     assert rc != 5
-    ckpt = open_checkpoint(str(PROJECTS / "mmengine"))
+    ckpt = open_path(str(PROJECTS / "mmengine")).checkpoint
     assert not any("is a folder" in p.message for p in ckpt.problems)
 
 
@@ -418,11 +417,11 @@ def test_torchscript_and_export_samples_are_weights_only():
     ts_path = PROJECTS / "torchscript" / "model.pt"
     check(ts_path, "torch", WEIGHTS_ONLY)
     want = torch.jit.load(str(ts_path)).state_dict()
-    assert training_state(str(ts_path)).components["weights"].facts["tensors"] == len(want)
+    assert open_path(str(ts_path)).training.components["weights"].facts["tensors"] == len(want)
     ex_path = PROJECTS / "export" / "model.pt2"
     check(ex_path, "torch", WEIGHTS_ONLY)
     want = torch.export.load(str(ex_path)).state_dict
-    ckpt = open_checkpoint(str(ex_path))
+    ckpt = open_path(str(ex_path)).checkpoint
     assert {t.name: t.shape for t in ckpt.weights} == {k: tuple(v.shape) for k, v in want.items()}
 
 
@@ -561,7 +560,7 @@ def test_ultralytics_last_pt(tmp_path):
     assert w["roots"] == [] and "ultralytics.nn.tasks.DetectionModel" in w["classes"]
     assert any(f.severity == "warning" and f.component == "weights" for f in report.findings)
     assert ts.components["scaler"].facts["scale"] == ckpt["scaler"]["scale"]
-    moments = [t for t in open_checkpoint(str(path)).files[0].tensors
+    moments = [t for t in open_path(str(path)).checkpoint.files[0].tensors
                if t.component == "optimizer"]
     want = {k: v.dtype for s in ckpt["optimizer"]["state"].values() for k, v in s.items()}
     assert want["momentum_buffer"] is torch.float16
@@ -574,7 +573,7 @@ def test_ultralytics_stripped_final_is_weights_only(tmp_path):
     path = weights / "best.pt"
     d = pickled_root(path)
     assert d["epoch"] == -1 and d["optimizer"] is None
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert ts.framework == "ultralytics"
     assert ts.components["weights"].status == "ok"
     assert ts.components["optimizer"].status == "missing"
@@ -656,7 +655,7 @@ def test_yolov5_last_pt(tmp_path):
     path, ckpt = yolov5_last(tmp_path)
     found = {(f.kind, f.path) for f in classify(pickled_root(path))}
     assert {("weights", "model"), ("ema", "ema"), ("optimizer", "optimizer")} <= found
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert (ts.framework, ts.epoch) == ("yolov5", ckpt["epoch"])
     s = statuses(ts)
     assert (s["weights"], s["optimizer"], s["rng"], s["progress"]) == ("ok", "ok", "missing", "ok")
@@ -672,10 +671,10 @@ def test_yolov5_last_pt(tmp_path):
 def test_yolov5_lacks_its_scaler(tmp_path):
     path, ckpt = yolov5_last(tmp_path)
     assert "scaler" not in ckpt
-    weights = open_checkpoint(str(path)).weights
+    weights = open_path(str(path)).checkpoint.weights
     floats = {t.dtype for t in weights if t.dtype.startswith(("F", "BF"))}
     assert floats == {"F16"}  # .half() modules: fp16 evidence
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     assert ts.components["scaler"].status == "missing"
 
 
@@ -865,7 +864,7 @@ def test_mmcv_1x_checkpoint(tmp_path):
             "state_dict": model.state_dict(), "optimizer": opt.state_dict()}
     path = tmp_path / "epoch_2.pth"
     torch.save(ckpt, path)
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     meta = ckpt["meta"]
     assert (ts.framework, ts.step, ts.epoch) == ("mmcv", meta["iter"], meta["epoch"])
     s = statuses(ts)

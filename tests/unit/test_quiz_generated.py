@@ -9,8 +9,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from ckpt_browser.analysis.components import training_state
-from ckpt_browser.analysis.open import open_checkpoint
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.analysis.resume import report_from, resume_report
 from ckpt_browser.quiz.generated import generate, questions_for
 
@@ -36,6 +35,12 @@ def right(q, lang="en"):
     return q.text(lang).options[q.answer]
 
 
+def asked(path, seeds: int) -> list:
+    """The questions of `seeds` seeds about the checkpoint at `path`."""
+    opened = open_path(str(path))
+    return [q for seed in range(seeds) for q in questions_for(opened, seed)]
+
+
 def by_kind(questions, kind):
     return [q for q in questions if q.id.split("-")[1] == kind]
 
@@ -43,7 +48,7 @@ def by_kind(questions, kind):
 @pytest.mark.parametrize("path", ALL, ids=lambda p: p.parent.name + "/" + p.name)
 def test_every_question_is_well_formed(path):
     for seed in range(5):
-        for q in questions_for(str(path), seed):
+        for q in questions_for(open_path(str(path)), seed):
             assert q.source == "generated" and 0 <= q.answer < 4
             for lang in ("en", "vi"):
                 t = q.text(lang)
@@ -58,7 +63,7 @@ def test_every_question_is_well_formed(path):
 
 def test_shard_dtype_shape_answers_match_safe_open():
     truth = headers(RUN6)
-    qs = [q for seed in range(8) for q in questions_for(str(RUN6), seed)]
+    qs = asked(RUN6, 8)
     shard, dtype, shape = by_kind(qs, "shard"), by_kind(qs, "dtype"), by_kind(qs, "shape")
     assert shard and dtype and shape
     for q in shard:
@@ -78,7 +83,7 @@ def test_shard_dtype_shape_answers_match_safe_open():
 
 def test_module_parameter_counts_match_safe_open():
     truth = headers(RUN6)
-    qs = by_kind([q for seed in range(8) for q in questions_for(str(RUN6), seed)], "params")
+    qs = by_kind(asked(RUN6, 8), "params")
     assert qs
     for q in qs:
         module = q.id.removeprefix("gen-params-")
@@ -94,7 +99,7 @@ def test_dcp_chunk_files_match_torch_metadata():
     meta = FileSystemReader(str(TITAN)).read_metadata()
     where = {(k.fqn, tuple(k.offset)): v.relative_path for k, v in meta.storage_data.items()
              if k.offset is not None}
-    qs = by_kind([q for seed in range(6) for q in questions_for(str(TITAN), seed)], "dcp")
+    qs = by_kind(asked(TITAN, 6), "dcp")
     assert qs
     for q in qs:
         key, _, offsets = q.id.removeprefix("gen-dcp-").rpartition("@")
@@ -109,7 +114,7 @@ def test_dcp_chunk_files_match_torch_metadata():
     (DAMAGED, "broken", None)])
 def test_verdict_and_missing_component(path, verdict, missing):
     assert resume_report(str(path)).verdict == verdict  # the command's own verdict
-    qs = questions_for(str(path), 0)
+    qs = questions_for(open_path(str(path)), 0)
     (v,) = by_kind(qs, "verdict")
     assert right(v) == verdict and set(v.en.options) == {"exact", "inexact", "weights-only",
                                                          "broken"}
@@ -124,16 +129,16 @@ def test_verdict_and_missing_component(path, verdict, missing):
 
 
 def test_same_seed_same_questions():
-    a = [q.to_dict() for q in questions_for(str(RUN6), 5)]
-    b = [q.to_dict() for q in questions_for(str(RUN6), 5)]
-    c = [q.to_dict() for q in questions_for(str(RUN6), 6)]
+    a = [q.to_dict() for q in questions_for(open_path(str(RUN6)), 5)]
+    b = [q.to_dict() for q in questions_for(open_path(str(RUN6)), 5)]
+    c = [q.to_dict() for q in questions_for(open_path(str(RUN6)), 6)]
     assert a == b and a != c
 
 
 def test_a_single_shard_checkpoint_asks_no_shard_question():
     path = str(SAMPLES / "hf-multirank" / "checkpoint-4")
-    ckpt = open_checkpoint(path)
-    training = training_state(path)
+    opened = open_path(path)
+    ckpt, training = opened.checkpoint, opened.training
     qs = generate(ckpt, training, report_from(ckpt, training), seed=0, per_kind=5)
     assert not by_kind(qs, "shard")  # one shard and no index: no three wrong shard names
     assert by_kind(qs, "dtype") and by_kind(qs, "shape")
@@ -153,7 +158,7 @@ def test_part_questions_answer_what_the_content_holds():
     truth = {"model_state_dict": "weights", "optimizer_state_dict": "optimizer",
              "epoch": "progress"}
     assert set(truth) <= set(loaded) and "param_groups" in loaded["optimizer_state_dict"]
-    qs = by_kind([q for seed in range(12) for q in questions_for(str(path), seed)], "part")
+    qs = by_kind(asked(path, 12), "part")
     assert {q.id.rpartition(":")[2] for q in qs} <= set(truth) and qs
     for q in qs:
         key = q.id.rpartition(":")[2]

@@ -12,6 +12,7 @@ from ckpt_browser import cli as cli_module
 from ckpt_browser.analysis.resume import resume_report
 from ckpt_browser.analysis.resume.shard import shard_of
 from ckpt_browser.cli import main
+from ckpt_browser.commands import stats as stats_command
 from ckpt_browser.report.resume import resume_text
 from ckpt_browser.report.words import compacted, file_list, plural
 from tests.moe import NAME
@@ -142,7 +143,7 @@ def test_stats_max_bytes_sets_the_budget(capsys):
 
 
 def test_stats_says_how_much_it_reads_when_it_is_a_lot(capsys, monkeypatch):
-    monkeypatch.setattr(cli_module, "SAY_READING", 1)
+    monkeypatch.setattr(stats_command, "SAY_READING", 1)
     code, _, err = run(capsys, "stats", RELEASE)
     assert code == 0 and err == "ckpt-browser: reading 104.6 KiB in 21 tensors\n"
     code, _, err = run(capsys, "stats", RELEASE, "model.norm.weight")

@@ -11,8 +11,7 @@ import shutil
 
 import pytest
 
-from ckpt_browser.analysis.components import training_state
-from ckpt_browser.analysis.open import open_checkpoint
+from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.errors import CheckpointError
 from ckpt_browser.model import COMPONENTS
 from ckpt_browser.values.locate import all_locs
@@ -43,9 +42,9 @@ RUN3, RUN6 = RUN / "checkpoint-3", RUN / "checkpoint-6"
 
 
 def side(path):
-    ts = training_state(str(path))
+    ts = open_path(str(path)).training
     try:
-        ckpt = open_checkpoint(str(path))
+        ckpt = open_path(str(path)).checkpoint
     except CheckpointError:  # no safetensors here: the state files' tensors only
         ckpt = None
     return ts, all_locs(ckpt, ts)
@@ -321,11 +320,12 @@ def test_weights_only_side_has_unknowns_not_flags():
 # --- the StateDiff as `diff --json` writes it -----------------------------------------------------
 
 def test_to_doc_is_the_json_state_object():
+    from ckpt_browser.analysis.opened import open_path
     from ckpt_browser.report.diff import diff_doc
-    from ckpt_browser.values.diff import Options, open_side
+    from ckpt_browser.values.diff import Options, side_of
     from ckpt_browser.values.diff import diff as diff_sides
 
-    result = diff_sides(open_side(str(RUN3)), open_side(str(RUN6)), Options())
+    result = diff_sides(side_of(open_path(str(RUN3))), side_of(open_path(str(RUN6))), Options())
     out = result.state
     doc = diff_doc(result)["state"]
     assert list(doc) == ["a", "b", "components", "lr", "optimizer_steps",
@@ -340,11 +340,13 @@ def test_to_doc_is_the_json_state_object():
 
 
 def test_no_training_state_no_state_diff():
+    from ckpt_browser.analysis.opened import open_path
     from ckpt_browser.report.diff import diff_doc, diff_text
-    from ckpt_browser.values.diff import Options, open_side
+    from ckpt_browser.values.diff import Options, side_of
     from ckpt_browser.values.diff import diff as diff_sides
 
-    result = diff_sides(open_side(str(RUN3)), open_side(str(RUN6)), Options(weights_only=True))
+    result = diff_sides(side_of(open_path(str(RUN3))), side_of(open_path(str(RUN6))),
+                        Options(weights_only=True))
     assert result.state is None and not result.differs
     assert set(diff_doc(result)["state"]) == {"summary", "tensors"}
     assert "training state:" not in diff_text(result)
@@ -363,11 +365,12 @@ def test_differs_is_steps_epochs_statuses_and_lrs_not_flags():
 
 
 def test_restate_returns_a_new_state_diff_and_leaves_the_first():
+    from ckpt_browser.analysis.opened import open_path
     from ckpt_browser.tui.diff.jobs import restate
-    from ckpt_browser.values.diff import Options, compare_values, open_side
+    from ckpt_browser.values.diff import Options, compare_values, side_of
     from ckpt_browser.values.diff import diff as diff_sides
 
-    result = diff_sides(open_side(str(RUN3)), open_side(str(RUN6)), Options())
+    result = diff_sides(side_of(open_path(str(RUN3))), side_of(open_path(str(RUN6))), Options())
     first = result.state
     assert restate(result) is None  # the weights' values are not compared yet
     compare_values(result.rows, result.options)

@@ -53,9 +53,10 @@ SAMPLE_PATHS = {
 
 
 def side_locs(path):
-    from ckpt_browser.values.diff import open_side
+    from ckpt_browser.analysis.opened import open_path
+    from ckpt_browser.values.diff import side_of
 
-    return open_side(str(path)).locs
+    return side_of(open_path(str(path))).locs
 
 
 # -- every tensor of every sample ----------------------------------------------------------------

@@ -38,9 +38,10 @@ TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
 
 def locs(path) -> dict:
     """name -> TensorLoc for a checkpoint, as `diff` and `stats` see it."""
-    from ckpt_browser.values.diff import open_side
+    from ckpt_browser.analysis.opened import open_path
+    from ckpt_browser.values.diff import side_of
 
-    return {loc.name: loc for loc in open_side(str(path)).locs}
+    return {loc.name: loc for loc in side_of(open_path(str(path))).locs}
 
 
 def st_loc(path: Path, tensors: dict, name: str = "x"):

@@ -2,7 +2,7 @@
 
 One verdict (exact / inexact / weights-only / broken, FORMATS.md "Resume verdict") with findings
 that say what is missing, where, and what it means for the resumed run. Built from what the readers
-already found: the checks made while every file was read (`open_checkpoint`) and the seven
+already found: the checks made while every file was read (`analysis.opened`) and the seven
 components of `training_state`; nothing is read twice and no pickle is ever run.
 
     verdict.py   severities -> verdict, the Draft the checks fill
@@ -69,14 +69,11 @@ def resume_report(path: str, world_size: int | None = None) -> ResumeReport:
     """Check one checkpoint (a folder or a file). A folder holding several checkpoints is
     checked at its newest; `resume_reports` checks each. Raises CheckpointError when nothing
     at `path` can be read as a checkpoint."""
-    from ckpt_browser.analysis.components import training_state
-    from ckpt_browser.analysis.open import open_checkpoint
-    from ckpt_browser.analysis.runs import run_entries
+    from ckpt_browser.analysis.opened import open_path
 
-    entries = run_entries(path)  # a folder of checkpoints: its newest
-    ckpt = open_checkpoint(entries[0].path if entries else path)
-    target = ckpt.layout.path if os.path.isdir(path) else path
-    return report_from(ckpt, training_state(ckpt), world_size, path=target)
+    opened = open_path(path, run=True)  # a folder of checkpoints: its newest
+    target = opened.layout.path if os.path.isdir(path) else path
+    return report_from(opened.checkpoint, opened.training, world_size, path=target)
 
 
 def resume_reports(folder: str, world_size: int | None = None) -> ResumeTimeline:

@@ -13,7 +13,7 @@ from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker
 
 from ckpt_browser.analysis.modules import build_modules
-from ckpt_browser.analysis.open import iter_tagged
+from ckpt_browser.analysis.opened import iter_tagged, open_path
 from ckpt_browser.model import Layout
 from ckpt_browser.readers import finish
 from ckpt_browser.tui.browse.details import Details
@@ -83,10 +83,9 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
     def open_checkpoint(self, path: str) -> None:
         """Switch to another checkpoint (from the timeline); stale workers are ignored."""
         from ckpt_browser.errors import CheckpointError
-        from ckpt_browser.producers.layout import open_layout
 
         try:
-            layout = open_layout(path)
+            layout = open_path(path).layout
         except CheckpointError as e:
             self.notify(str(e), title="Cannot open", severity="error", timeout=10)
             return

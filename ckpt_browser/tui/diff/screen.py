@@ -90,11 +90,12 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
     # -- loading -------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="load")
     def load(self) -> None:
-        from ckpt_browser.values.diff import open_side
+        from ckpt_browser.analysis.opened import open_path
+        from ckpt_browser.values.diff import side_of
 
         a, b = self.a, self.b
         if not self._opened:  # names paired only once both are read
-            a, b = open_side(a.path), open_side(b.path)
+            a, b = side_of(open_path(a.path)), side_of(open_path(b.path))
         self.post_message(DiffLoaded(a, b, load_diff(a, b, self.opts)))
 
     @on(DiffLoaded)

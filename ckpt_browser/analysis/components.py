@@ -13,15 +13,22 @@ JSON-able facts. No resume verdict is decided here.
 
 from __future__ import annotations
 
-import importlib
 import os
+from collections.abc import Callable
 from dataclasses import replace
 
 from ckpt_browser import limits
 from ckpt_browser.analysis.content.optimizer_names import name_optimizer
 from ckpt_browser.analysis.content.projects import framework_of
-from ckpt_browser.analysis.state.common import missing
+from ckpt_browser.analysis.state.accelerate import build_accelerate
+from ckpt_browser.analysis.state.common import Found, missing
+from ckpt_browser.analysis.state.content import build_content
+from ckpt_browser.analysis.state.dcp import build_dcp, build_torchtitan
+from ckpt_browser.analysis.state.deepspeed import build_deepspeed
 from ckpt_browser.analysis.state.files import StateFiles
+from ckpt_browser.analysis.state.hf import build_hf
+from ckpt_browser.analysis.state.lightning import build_lightning
+from ckpt_browser.analysis.state.megatron import build_megatron
 from ckpt_browser.model import COMPONENTS, Checkpoint, TrainingState
 from ckpt_browser.producers.base import Detection
 from ckpt_browser.producers.deepspeed import deepspeed_tag
@@ -33,33 +40,22 @@ from ckpt_browser.standins import PickleFile
 
 __all__ = ["BUILDERS", "training_state"]
 
-# framework -> "module:function" under analysis/state/, imported only for the framework found:
-# a safetensors-only folder (the 94,000-tensor benchmark) loads one small module, not all six.
-BUILDERS: dict[str, str] = {
-    "hf-trainer": "hf:build_hf", "accelerate": "accelerate:build_accelerate",
-    "lightning": "lightning:build_lightning", "torchtitan": "dcp:build_torchtitan",
-    "dcp": "dcp:build_dcp", "deepspeed": "deepspeed:build_deepspeed",
-    "megatron": "megatron:build_megatron",
+# producer id -> the builder that reads its files by their names; anything else goes to
+# build_content (the files say what they are)
+BUILDERS: dict[str, Callable[[Detection, StateFiles], Found]] = {
+    "hf-trainer": build_hf, "accelerate": build_accelerate, "lightning": build_lightning,
+    "torchtitan": build_torchtitan, "dcp": build_dcp, "deepspeed": build_deepspeed,
+    "megatron": build_megatron,
 }
-BY_CONTENT = "content:build_content"  # anything else: the files say what they are
-
-
-def _builder(target: str):
-    module, name = target.split(":")
-    return getattr(importlib.import_module(f"ckpt_browser.analysis.state.{module}"), name)
 
 
 def training_state(ckpt: Checkpoint) -> TrainingState:
     """All seven components of a checkpoint (`Opened.training` opens a path for it). Never
     raises for a damaged or malicious file: those become statuses and problems."""
     det = _detection(ckpt)
-    target = BUILDERS.get(det.framework, BY_CONTENT)
     fs = StateFiles(det.root, limits.LIMITS.json_bytes, ckpt)
     try:
-        if target == BY_CONTENT:
-            found = _builder(target)(ckpt, det, fs)
-        else:
-            found = _builder(target)(det, fs)
+        found = BUILDERS.get(det.framework, build_content)(det, fs)
     finally:
         fs.close()
     comps = {k: found.components.get(k) or missing(k, "nothing in this checkpoint holds it.")

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import re
 
+from ckpt_browser.analysis.components import BUILDERS
 from ckpt_browser.analysis.resume.verdict import Draft
 from ckpt_browser.model import INFO, WARNING, TrainingState
 
 NAMED = re.compile(r"(?:^|[^a-z])(epoch|ep|step|steps|iter|iteration|it|checkpoint|ckpt|model|"
                    r"recovery)[-_=]?(\d{1,9})(?!\d)", re.I)
-BUILT_BY_NAMES = ("hf-trainer", "accelerate", "lightning", "torchtitan", "dcp", "deepspeed",
-                  "megatron")
 
 
 def check_content(draft: Draft, ts: TrainingState, path: str, ckpt=None) -> None:
     _adapters(draft, ckpt)
-    if ts.framework in BUILT_BY_NAMES:
+    if ts.framework in BUILDERS:  # read by names: the checks below are for content
         return
     _ema_only(draft)
     _module_classes(draft)

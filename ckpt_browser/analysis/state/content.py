@@ -111,7 +111,8 @@ class Sources:
         return out
 
 
-def build_content(ckpt: Checkpoint, det, fs: StateFiles) -> Found:
+def build_content(det, fs: StateFiles) -> Found:
+    ckpt = fs.ckpt
     src = Sources(ckpt, fs)
     out = Found()
     training = any(p.kind in TRAINING for _, _, p in src.parts)

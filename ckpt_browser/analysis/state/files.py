@@ -37,6 +37,7 @@ class StateFiles:
         self.read: list = []
         self.problems: list[Problem] = []
         self._handles: dict[str, object] = {}  # files whose scalar tensors are being read
+        self.ckpt = ckpt  # the checkpoint whose files are read (build_content reads its parts)
         if ckpt is not None and os.path.abspath(ckpt.layout.root) == os.path.abspath(root):
             self._preload(ckpt)
 

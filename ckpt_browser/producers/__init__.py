@@ -22,5 +22,6 @@ from ckpt_browser.producers.torchtitan import TORCHTITAN
 PRODUCERS: tuple[Producer, ...] = (
     LIGHTNING, MEGATRON, HF_TRAINER, ACCELERATE, DEEPSPEED, TORCHTITAN, DCP,
     SAFETENSORS, TORCH)
+BY_ID: dict[str, Producer] = {p.id: p for p in PRODUCERS}
 
-__all__ = ["PRODUCERS", "Producer"]
+__all__ = ["BY_ID", "PRODUCERS", "Producer"]

@@ -39,4 +39,5 @@ ACCELERATE = Producer(
     "accelerate", _claims, RULE.roles_of,
     (step_name("step_N", r"step_(\d+)"), step_name("epoch_N", r"epoch_(\d+)", "epoch"),
      step_name("checkpoint_N", r"checkpoint_(\d+)", "save")),
-    rank_names=re.compile(r"^random_states_(\d+)\.pkl$"))
+    rank_names=re.compile(r"^random_states_(\d+)\.pkl$"),
+    rng_file=lambda rank, n: f"random_states_{rank}.pkl")

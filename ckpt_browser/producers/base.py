@@ -81,13 +81,15 @@ class StepName:
 class Producer:
     """One library's rules. `claims(seen)`: these names are its own (registry order decides
     between two that claim); `roles(seen)`: which file holds which part of the state.
-    `rank_names`: its per-rank files or folders, group 1 the rank."""
+    `rank_names`: its per-rank files or folders, group 1 the rank. `rng_file(rank, n)`: the
+    RNG file that rank reads when n processes resume, for a producer that writes one each."""
 
     id: str
     claims: Callable[[Seen], bool]
     roles: Callable[[Seen], Detection]
     step_names: tuple[StepName, ...] = ()
     rank_names: re.Pattern | None = None
+    rng_file: Callable[[int, int], str] | None = None
 
 
 def rx(*patterns: str) -> re.Pattern:

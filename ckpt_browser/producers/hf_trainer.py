@@ -31,4 +31,6 @@ RULE = TrainerRule(
 
 HF_TRAINER = Producer("hf-trainer", RULE.signed, RULE.roles_of,
                       (step_name("checkpoint-N", r"checkpoint-(\d+)"),),
-                      rank_names=re.compile(r"^rng_state_(\d+)\.pth$"))
+                      rank_names=re.compile(r"^rng_state_(\d+)\.pth$"),
+                      rng_file=lambda rank, n: "rng_state.pth" if n == 1 else
+                      f"rng_state_{rank}.pth")

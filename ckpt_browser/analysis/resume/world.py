@@ -11,6 +11,7 @@ from __future__ import annotations
 from ckpt_browser.analysis.resume.verdict import Draft
 from ckpt_browser.analysis.state.common import as_int, leaf
 from ckpt_browser.model import ERROR, INFO, WARNING, TrainingState
+from ckpt_browser.producers import BY_ID
 from ckpt_browser.standins import DcpCheckpoint
 
 NOT_EXACT = "the resume will not be bit-exact"
@@ -45,21 +46,16 @@ def _ranks(ranks: list[int]) -> str:
     return "ranks " + ", ".join(map(str, ranks))
 
 
-def _rng_name(framework: str, rank: int, n: int) -> str | None:
-    if framework == "hf-trainer":
-        return "rng_state.pth" if n == 1 else f"rng_state_{rank}.pth"
-    if framework == "accelerate":
-        return f"random_states_{rank}.pkl"
-    return None
-
-
 def _rng_files(draft: Draft, ts: TrainingState, n: int) -> None:
-    """HF `rng_state[_r].pth` and accelerate `random_states_r.pkl`, one per process."""
+    """One RNG file per process, named by the producer (HF `rng_state[_r].pth`, accelerate
+    `random_states_r.pkl`)."""
     rng = draft.components["rng"]
-    if _rng_name(ts.framework, 0, n) is None or not rng.files:
+    producer = BY_ID.get(ts.framework)
+    rng_file = producer.rng_file if producer else None
+    if rng_file is None or not rng.files:
         return
     have = {leaf(f) for f in rng.files}
-    wanted = {r: _rng_name(ts.framework, r, n) for r in range(n)}
+    wanted = {r: rng_file(r, n) for r in range(n)}
     fresh = [r for r, name in wanted.items() if name not in have]
     unread = sorted(have - set(wanted.values()))
     if not fresh and not unread:

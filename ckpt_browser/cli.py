@@ -16,7 +16,7 @@ from ckpt_browser.commands.diff import cmd_browse, cmd_diff
 from ckpt_browser.commands.inspect import cmd_inspect
 from ckpt_browser.commands.quiz import cmd_quiz
 from ckpt_browser.commands.stats import cmd_stats
-from ckpt_browser.diagnostics import Parser, epilog, rewriting, stopped, table
+from ckpt_browser.diagnostics import Parser, epilog, outliving_reader, rewriting, stopped, table
 
 ONE_PATH = ("a checkpoint folder or file (.safetensors, index, .pt/.bin/.ckpt, DCP folder) "
             "or a URL (s3://, gs://, hf://, https://)")
@@ -195,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     from ckpt_browser.remote import shown
     from ckpt_browser.remote.urls import is_url
 
-    with rewriting(shown if any(is_url(a) for a in argv) else None):  # the URL, never the cache
-        return int(_run(argv))
+    with outliving_reader(), rewriting(shown if any(is_url(a) for a in argv) else None):
+        return int(_run(argv))  # rewriting: the URL, never the cache
 
 
 def _run(argv: list[str]) -> int:

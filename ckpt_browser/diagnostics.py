@@ -12,6 +12,8 @@ Ground floor: nothing here imports the rest of the package but `alarms`, `errors
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 import textwrap
@@ -187,6 +189,52 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         usage = " ".join(self.format_usage().split())
         self.exit(ExitCode.USAGE, _one_line(f"{self.prog}: error: {message} ({usage})") + "\n")
+
+
+class _ReaderGone:
+    """stdout that outlives its reader (`| head`, `| true`): once the pipe is closed, writes
+    go nowhere and the command runs on to the code it decides (a damaged checkpoint still
+    exits 5 under `set -o pipefail`); a BrokenPipeError out of print() lost that code."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        """No more writes to the pipe, and none left buffered for the exit's flush."""
+        self.gone = True
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+@contextmanager
+def outliving_reader() -> Iterator[None]:
+    """Inside the block a closed stdout pipe ends the output, not the command."""
+    stream = sys.stdout
+    sys.stdout = safe = _ReaderGone(stream)
+    try:
+        yield
+    finally:
+        safe.flush()
+        sys.stdout = stream
 
 
 class _Rewritten:

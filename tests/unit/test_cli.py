@@ -444,3 +444,30 @@ def test_output_cut_short_by_a_closed_pipe_is_not_an_error(tmp_path):
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == EXIT_OK
     assert err == ""
+
+
+def _into_closed_pipe(*argv: str) -> subprocess.CompletedProcess:
+    """`ckpt-browser ARGV | true`: the reader is gone before the first write."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "ckpt_browser", *argv], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_a_closed_pipe_keeps_the_exit_code_of_a_half_written_checkpoint(tmp_path, json_out):
+    """`set -o pipefail; ckpt-browser inspect cut.pt | true` exited 0: print() raised
+    BrokenPipeError and that was the exit code. A closed pipe ends the output, not the
+    command: damaged is still 5, and a good file still 0, with no 'Exception ignored'."""
+    whole = Path(__file__).parents[2] / "sample_checkpoints" / "projects" / "nanogpt" / "ckpt.pt"
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    extra = ["--json"] if json_out else []
+    got = _into_closed_pipe("inspect", str(cut), *extra)
+    assert got.returncode == 5, got.stderr
+    assert "cut.pt" in got.stderr and len(got.stderr.strip().splitlines()) == 1, got.stderr
+    good = _into_closed_pipe("inspect", str(whole), *extra)
+    assert good.returncode == 0 and good.stderr == "", good.stderr

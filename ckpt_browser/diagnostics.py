@@ -155,7 +155,7 @@ def stopped(command: str | None, e: BaseException) -> ExitCode:
     if isinstance(e, CheckpointError):
         error(str(e))
     elif isinstance(e, BrokenPipeError):  # stdout is gone: no more writes to it, no complaint
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        to_devnull(sys.stdout.fileno())
     elif isinstance(e, Exception):
         return bug(command, e)
     return exit_code_for(command, e)
@@ -191,6 +191,12 @@ class Parser(argparse.ArgumentParser):
         self.exit(ExitCode.USAGE, _one_line(f"{self.prog}: error: {message} ({usage})") + "\n")
 
 
+def to_devnull(fd: int) -> None:
+    """Point `fd` (stdout, whose reader is gone) at /dev/null: later writes and the exit's
+    flush go nowhere instead of failing."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
 class _ReaderGone:
     """stdout that outlives its reader (`| head`, `| true`): once the pipe is closed, writes
     go nowhere and the command runs on to the code it decides (a damaged checkpoint still
@@ -219,7 +225,7 @@ class _ReaderGone:
         """No more writes to the pipe, and none left buffered for the exit's flush."""
         self.gone = True
         with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+            to_devnull(self.stream.fileno())
 
     def __getattr__(self, name):
         return getattr(self.stream, name)

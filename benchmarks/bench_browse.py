@@ -50,7 +50,7 @@ os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 import ckpt_browser.cli
 # every module the inspect path imports, so the allowance counts their code, not tensor bytes
 import ckpt_browser.analysis.opened, ckpt_browser.analysis.components, ckpt_browser.analysis.runs
-import ckpt_browser.analysis.state.content, ckpt_browser.analysis.resume
+import ckpt_browser.parts.content, ckpt_browser.analysis.resume
 import ckpt_browser.report.json_report, ckpt_browser.report.text
 rc = None
 if len(sys.argv) > 1:

@@ -15,10 +15,10 @@ import threading
 from collections.abc import Iterator
 from functools import cached_property
 
-from ckpt_browser.analysis.content.tag import tag_files
 from ckpt_browser.diagnostics import Progress
 from ckpt_browser.errors import UsageError
 from ckpt_browser.model import Checkpoint, FileInfo, Layout, Problem, TrainingState
+from ckpt_browser.parts.tag import tag_files
 from ckpt_browser.producers.layout import open_layout
 from ckpt_browser.producers.names import TimelineEntry
 from ckpt_browser.readers import finish, iter_files

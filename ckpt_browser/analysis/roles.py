@@ -1,5 +1,5 @@
 """Which component a tensor belongs to (weights, optimizer ...): decided by content when the
-checkpoint was opened (analysis.content.tag); this answers for one tensor."""
+checkpoint was opened (parts.tag); this answers for one tensor."""
 
 from __future__ import annotations
 

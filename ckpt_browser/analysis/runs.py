@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from ckpt_browser.analysis.content.classify import classify
-from ckpt_browser.analysis.content.projects import fingerprint
-from ckpt_browser.analysis.content.signatures import counter_kind
-from ckpt_browser.analysis.content.tag import param_name, wrapper_prefix
 from ckpt_browser.errors import NotACheckpoint
+from ckpt_browser.parts.classify import classify
+from ckpt_browser.parts.projects import fingerprint
+from ckpt_browser.parts.signatures import counter_kind
+from ckpt_browser.parts.tag import param_name, wrapper_prefix
 from ckpt_browser.producers.names import TimelineEntry, newest_first
 from ckpt_browser.producers.recognise import detect, find_checkpoints, with_formats
 from ckpt_browser.producers.timeline import is_timeline

@@ -24,4 +24,10 @@ PRODUCERS: tuple[Producer, ...] = (
     SAFETENSORS, TORCH)
 BY_ID: dict[str, Producer] = {p.id: p for p in PRODUCERS}
 
-__all__ = ["BY_ID", "PRODUCERS", "Producer"]
+
+def reads_by_names(framework: str) -> bool:
+    """The producer reads its files by the names it gives them (else: by content)."""
+    producer = BY_ID.get(framework)
+    return producer is not None and producer.build is not None
+
+__all__ = ["BY_ID", "PRODUCERS", "Producer", "reads_by_names"]

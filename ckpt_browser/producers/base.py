@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ckpt_browser.model import ERROR, Problem, natural_key
+from ckpt_browser.parts.common import Found
+from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.walk import list_folder
 
@@ -90,6 +92,11 @@ class Producer:
     step_names: tuple[StepName, ...] = ()
     rank_names: re.Pattern | None = None
     rng_file: Callable[[int, int], str] | None = None
+    # reads the seven components from the files `roles` named; None: by content (parts.content)
+    build: Callable[[Detection, StateFiles], Found] | None = None
+    # one torch file whose top-level keys (`keys`) are this producer's, whatever its name:
+    # the detection to read it by; None when the keys are not its own
+    own_file: Callable[[Detection, str, set[str]], Detection | None] | None = None
 
 
 def rx(*patterns: str) -> re.Pattern:

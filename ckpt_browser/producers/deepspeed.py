@@ -1,11 +1,37 @@
 """DeepSpeed engine checkpoints: a `latest` marker naming a tag folder of *_states.pt files."""
 
+
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, replace
 
-from ckpt_browser.model import ERROR, WARNING, Problem
+from ckpt_browser.model import ERROR, WARNING, Component, Problem
+from ckpt_browser.parts.common import (
+    INCOMPLETE,
+    OK,
+    Found,
+    as_int,
+    count_tensors,
+    dig,
+    fields,
+    find_optimizer,
+    jsonable,
+    leaf,
+    matching,
+    missing,
+    not_needed,
+    num,
+    read_each,
+    safe_fields,
+)
+from ckpt_browser.parts.files import StateFiles
+from ckpt_browser.parts.optimizer import optimizer_facts, optimizer_ok
+from ckpt_browser.parts.rng import gaps, said_ranks
+from ckpt_browser.parts.scaler import fp16_scaler_missing, scaler_from_state
+from ckpt_browser.parts.scheduler import scheduler_component
+from ckpt_browser.parts.weights import weights_component
 from ckpt_browser.producers.base import (
     OTHER,
     Detection,
@@ -20,6 +46,7 @@ from ckpt_browser.producers.base import (
     rx,
     step_name,
 )
+from ckpt_browser.standins import PickleFile
 
 DS_MODEL = re.compile(r"^(?:mp_rank_\d\d|zero_pp_rank_\d+_mp_rank_\d\d)_model_states\.pt$")
 DS_OPTIM = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_\d\d_?optim_states\.pt$")
@@ -107,5 +134,194 @@ def _roles(seen: Seen) -> Detection:
     return deepspeed_tag(seen.path, seen.root, "", seen.names, step, source)
 
 
+def _own_file(det: Detection, name: str, keys: set[str]) -> Detection | None:
+    """DeepSpeed's model or optimizer states by their keys, whatever they are called."""
+    if ("module" in keys and keys & {"ds_config", "param_shapes", "ds_version"}) or \
+            {"optimizer_state_dict", "ds_version"} <= keys:
+        return replace(deepspeed_tag(det.path, det.root, "", [name], det.step, det.step_source),
+                       path=det.path)
+    return None
+
+
+# --- reading its files -----------------------------------------------------------------
+
+
+@dataclass
+class DeepSpeedParts:
+    model_files: list[str]
+    optim_files: list[str]
+    states: PickleFile | None  # the first model_states file
+    ms: dict  # its fields (empty when unsafe or unreadable)
+
+
+def deepspeed_parts(det: Detection, fs: StateFiles, out: Found) -> DeepSpeedParts:
+    model = matching(det.files("weights"), DS_MODEL)
+    optim = matching(det.files("optimizer"), DS_OPTIM)
+    pf = fs.pickle(model[0]) if model else None
+    ms = {} if pf is None else safe_fields(out, pf)
+    return DeepSpeedParts(model, optim, pf, ms)
+
+
+def ds_weights(fs: StateFiles, ds: DeepSpeedParts, files) -> Component:
+    c = weights_component(fs, files, key_in=lambda o: fields(o).get("module"))
+    if c.status == OK and any(leaf(f).startswith("zero_pp_rank_") for f in ds.model_files):
+        return Component("weights", OK, c.files, "ZeRO-3: the model_states hold only partition "
+                         "placeholders; zero_to_fp32.py rebuilds full weights from the "
+                         "optim_states files.", {**c.facts, "zero3": True})
+    if c.status == OK:
+        return Component("weights", OK, c.files, c.detail[:-1] + " (the 16-bit module; the fp32 "
+                         "master copy is in the optimizer state).", c.facts)
+    return c
+
+
+def ds_optimizer(fs: StateFiles, ds: DeepSpeedParts, universal: list[str]) -> Component:
+    if universal:
+        return _universal(fs, universal)
+    if not ds.optim_files:
+        opt = ds.ms.get("optimizer")
+        sd = find_optimizer(opt) if opt is not None else None
+        if sd is None:
+            return missing("optimizer", "DeepSpeed saved no optimizer state (no *optim_states.pt "
+                           "and none in model_states): a resume starts the optimizer from zero.")
+        return optimizer_ok(fs, ds.states, sd, ds.model_files[:1], ds.model_files[0])
+    pfs, bad = read_each(fs, "optimizer", ds.optim_files)
+    if bad:
+        return bad
+    osd = fields(fields(pfs[0].obj).get("optimizer_state_dict"))
+    sd = find_optimizer(osd)
+    if sd is not None:
+        facts = optimizer_facts(sd, fs.scalars(pfs[0]))
+    else:
+        base = osd.get("base_optimizer_state")
+        groups = [fields(g) for g in base] if isinstance(base, list) else []
+        facts = {"param_groups": len(groups),
+                 "state_keys": sorted({str(k) for g in groups for k in g}),
+                 "tensors": count_tensors(base)}
+    for key in ("zero_stage", "partition_count", "dynamic_loss_scale", "clip_grad"):
+        if key in osd:
+            facts[key] = jsonable(osd[key])
+    return _zero_shards(ds, facts)
+
+
+def _universal(fs: StateFiles, universal: list[str]) -> Component:
+    params = len(listdir(os.path.join(fs.root, universal[0])))
+    facts = {"universal": True, "params": params}
+    if not params:
+        return Component("optimizer", INCOMPLETE, tuple(universal), f"{universal[0]} is empty: "
+                         "the universal conversion did not finish.", facts)
+    return Component("optimizer", OK, tuple(universal),
+                     f"universal checkpoint: optimizer state for {params} parameters under "
+                     "zero/, loadable on any data-parallel size with load_universal=true.", facts)
+
+
+def _zero_shards(ds: DeepSpeedParts, facts: dict) -> Component:
+    """One optim_states file per data-parallel rank: all of them, or the optimizer is lost."""
+    dp_ranks = sorted({int(m.group(1)) for f in ds.optim_files if (m := DS_OPTIM.match(leaf(f)))})
+    world = as_int(ds.ms.get("dp_world_size"))
+    lost, count = gaps(dp_ranks, world if world and world > 0 else None)
+    facts.update(files=len(ds.optim_files), dp_ranks=len(dp_ranks))
+    if lost:
+        facts["missing_ranks"] = lost
+        if count > len(lost):
+            facts["missing_rank_count"] = count
+        return Component("optimizer", INCOMPLETE, tuple(ds.optim_files),
+                         f"ZeRO optimizer shards for data-parallel {said_ranks(lost, count)} "
+                         "are missing: DeepSpeed cannot load the optimizer state.", facts)
+    stage = facts.get("zero_stage")
+    return Component("optimizer", OK, tuple(ds.optim_files),
+                     f"ZeRO{f'-{stage}' if stage is not None else ''} optimizer state in "
+                     f"{len(ds.optim_files)} shard{'s' if len(ds.optim_files) != 1 else ''} "
+                     f"(one per data-parallel rank; resume needs the same {len(dp_ranks)} rank"
+                     f"{'s' if len(dp_ranks) != 1 else ''} or a universal conversion), fp32 master "
+                     "weights included.", facts)
+
+
+def ds_scheduler(fs: StateFiles, ds: DeepSpeedParts) -> Component:
+    if not ds.ms:
+        return missing("scheduler", "no readable model_states file, so the DeepSpeed LR "
+                       "scheduler state is unknown.")
+    sd = ds.ms.get("lr_scheduler")
+    if sd is None or ds.states is None:
+        return not_needed("scheduler", "DeepSpeed managed no LR scheduler (lr_scheduler is None): "
+                          "the LR is constant, or the training script keeps the schedule itself.")
+    return scheduler_component(fs, ds.states, sd, ds.model_files[:1], ds.model_files[0])
+
+
+def ds_scaler(fs: StateFiles, ds: DeepSpeedParts) -> Component:
+    fp16 = dig(ds.ms, "ds_config", "fp16", "enabled")
+    bf16 = dig(ds.ms, "ds_config", "bf16", "enabled")
+    source = None
+    for f in ds.optim_files[:1] or ds.model_files[:1]:
+        pf = fs.pickle(f)
+        osd = fields(pf.obj).get("optimizer_state_dict") or fields(pf.obj).get("optimizer")
+        if fields(osd).get("loss_scaler") is not None:
+            source = (pf, fields(osd)["loss_scaler"], f, fields(osd).get("dynamic_loss_scale"))
+    if fp16 is None and not ds.ms:
+        return missing("scaler", "no readable model_states file, so whether the run used fp16 "
+                       "(and needs its loss scaler) is unknown.")
+    if fp16 is not True:
+        mode = "bf16" if bf16 is True else "fp16 off"
+        return not_needed("scaler", f"ds_config has {mode}: no fp16 loss scaler to restore.",
+                          {"fp16": fp16, "bf16": bf16})
+    files = ds.optim_files[:1] or ds.model_files[:1]
+    _, bad = read_each(fs, "scaler", files, limit=None)
+    if bad:
+        return bad
+    if source is None:
+        return fp16_scaler_missing("DeepSpeed")
+    pf, scaler, f, dynamic = source
+    c = scaler_from_state(fs, pf, scaler, (f,), f)
+    return Component("scaler", OK, c.files, c.detail, {**c.facts, "dynamic": jsonable(dynamic),
+                                                        "fp16": True})
+
+
+def build_deepspeed(det: Detection, fs: StateFiles) -> Found:
+    out = Found()
+    ds = deepspeed_parts(det, fs, out)
+    universal = [f for f in det.files("optimizer") if f.endswith("zero/")]
+    out.add(ds_weights(fs, ds, det.files("weights")) if det.files("weights") else
+            missing("weights", f"{det.tag or 'the tag folder'} holds no *model_states.pt: nothing "
+                    "to load."))
+    out.add(ds_optimizer(fs, ds, universal))
+    out.add(ds_scheduler(fs, ds))
+    out.add(missing("rng", "DeepSpeed saves no RNG state: the resumed run draws different random "
+                    "numbers (dropout, sampling) unless the script saved them."))
+    out.step = as_int(ds.ms.get("global_steps"))
+    out.ranks = as_int(ds.ms.get("dp_world_size"))
+    _progress_and_data(ds, out)
+    out.add(ds_scaler(fs, ds))
+    if det.problems and not det.files("weights"):
+        out.add(missing("weights", f"{det.tag or 'the tag folder'} is missing, so nothing "
+                        "can be loaded from this checkpoint."))
+    return out
+
+
+def _progress_and_data(ds: DeepSpeedParts, out: Found) -> None:
+    keys = ("global_steps", "global_samples", "skipped_steps", "dp_world_size", "mp_world_size",
+            "ds_version")
+    facts = {k: jsonable(ds.ms[k]) for k in keys if k in ds.ms}
+    if ds.ms:
+        out.add(Component("progress", OK, tuple(ds.model_files[:1]),
+                          f"global step {facts.get('global_steps')}, "
+                          f"{num(facts.get('global_samples'))} samples seen, "
+                          f"{num(facts.get('skipped_steps', 0))} steps skipped for fp16 overflow.",
+                          facts))
+    else:
+        out.add(missing("progress", "no readable model_states file: the step is known only from "
+                        "the tag name."))
+    sampler = ds.ms.get("data_sampler")
+    if sampler is not None:
+        out.add(Component("data", OK, tuple(ds.model_files[:1]), "the curriculum data sampler's "
+                          "position is saved in model_states.",
+                          {"stored": True, "data_sampler": jsonable(sampler)}))
+    else:
+        seen = facts.get("global_samples")
+        out.add(missing("data", f"DeepSpeed saves no data-loader position: the script must skip "
+                        f"the {'' if seen is None else num(seen) + ' '}samples already seen "
+                        "itself, or the data restarts from the beginning.",
+                        {"stored": False, "global_samples": facts.get("global_samples")}))
+
+
 DEEPSPEED = Producer("deepspeed", _claims, _roles, STEPS,
-                     rank_names=re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_"))
+                     rank_names=re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_"),
+                     build=build_deepspeed, own_file=_own_file)

@@ -11,7 +11,11 @@ import os
 import re
 from dataclasses import dataclass
 
-from ckpt_browser.model import Problem
+from ckpt_browser.model import Component, Problem
+from ckpt_browser.parts.common import leaf, missing, under
+from ckpt_browser.parts.files import StateFiles
+from ckpt_browser.parts.optimizer import optimizer_from_dcp, optimizer_from_pickles
+from ckpt_browser.parts.weights import weights_component
 from ckpt_browser.producers import deepspeed
 from ckpt_browser.producers.base import (
     OTHER,
@@ -27,6 +31,7 @@ from ckpt_browser.producers.base import (
     with_other,
 )
 from ckpt_browser.producers.dcp import dcp_files, is_dcp
+from ckpt_browser.producers.deepspeed import DS_MODEL, DeepSpeedParts, ds_optimizer, ds_weights
 
 
 @dataclass(frozen=True)
@@ -103,3 +108,39 @@ def _nested_deepspeed(path: str, names: list[str], roles: dict, tag_rx: re.Patte
             add(roles, role, files)
     add(roles, OTHER, [n for n in ("latest", "zero_to_fp32.py") if n in names])
     return "deepspeed", problems + list(inner.problems)
+
+
+# --- where the weights and the optimizer are ---------------------------------------------
+
+
+def weights_sources(fs: StateFiles, det: Detection, ds: DeepSpeedParts | None,
+                    fsdp_prefix: str = "pytorch_model_fsdp") -> Component:
+    files = det.files("weights")
+    plain = [f for f in files if not DS_MODEL.match(leaf(f)) and not _in_dcp(det, f)]
+    dcp = [rel for rel in det.dcp if rel.startswith(fsdp_prefix)]
+    if plain:
+        return weights_component(fs, plain)
+    if dcp:
+        return weights_component(fs, under(files, dcp[0]), dcp=dcp[0], dcp_prefix="model.")
+    if ds is not None and ds.model_files:
+        return ds_weights(fs, ds, [f for f in files if f not in plain])
+    return missing("weights", "no model weights here: this checkpoint cannot even warm-start "
+                   "a run.")
+
+
+def _in_dcp(det: Detection, f: str) -> bool:
+    return any(f.startswith(rel + "/") for rel in det.dcp if rel)
+
+
+def optimizer_sources(fs: StateFiles, det: Detection, ds: DeepSpeedParts | None) -> Component:
+    files = det.files("optimizer")
+    plain = [f for f in files if "/" not in f]
+    dcp = [rel for rel in det.dcp if rel.startswith("optimizer")]
+    if plain:
+        return optimizer_from_pickles(fs, plain)
+    if dcp:
+        return optimizer_from_dcp(fs, under(files, dcp[0]), dcp[0], "optimizer.")
+    if ds is not None and (ds.optim_files or ds.model_files):
+        return ds_optimizer(fs, ds, [f for f in files if f.endswith("zero/")])
+    return missing("optimizer", "no optimizer state (saved with save_only_model=True?): "
+                   "Adam's moments restart from zero, so this is a warm start, not a resume.")

@@ -36,7 +36,7 @@ class TensorLoc:
     stride: tuple[int, ...] | None = None  # a torch view that is not contiguous; pieces[0] is
     #                                       its whole storage from the view's first element
     problem: str | None = None  # why the bytes cannot be read; pieces is then empty
-    key: str = ""  # the name a diff pairs it by (analysis.content.tag.match_keys), else name
+    key: str = ""  # the name a diff pairs it by (parts.tag.match_keys), else name
 
     @property
     def numel(self) -> int:
@@ -81,7 +81,7 @@ def state_locs(ckpt: Checkpoint) -> list[TensorLoc]:
     """Tensors of every torch file and DCP folder of the checkpoint."""
     from dataclasses import replace
 
-    from ckpt_browser.analysis.content.tag import match_keys
+    from ckpt_browser.parts.tag import match_keys
     from ckpt_browser.standins import DcpCheckpoint, PickleFile
 
     out = []

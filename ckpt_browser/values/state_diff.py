@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ckpt_browser.analysis.state.common import num
 from ckpt_browser.model import COMPONENTS, TrainingState
+from ckpt_browser.parts.common import num
 from ckpt_browser.values.locate import TensorLoc
 
 __all__ = ["Flag", "LrGroup", "Pair", "StateDiff", "StateSide", "StepCounters", "state_diff"]
@@ -238,7 +238,7 @@ def _dcp_lrs(t: TrainingState, label: str, notes: list[str]) -> list[float]:
     if _status(t, "optimizer") not in USABLE:
         return []
     from ckpt_browser import limits
-    from ckpt_browser.analysis.state.files import StateFiles
+    from ckpt_browser.parts.files import StateFiles
     from ckpt_browser.standins import DcpCheckpoint
 
     most = limits.LIMITS.dcp_items

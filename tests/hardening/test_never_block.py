@@ -80,7 +80,7 @@ ALLOWED = {
         1, "on a file object from open_regular"),
     ("ckpt_browser/readers/zipentries.py", "zf.open"): (
         1, "a member of a zip already open: no path"),
-    ("ckpt_browser/analysis/state/files.py", "zipfile.ZipFile"): (
+    ("ckpt_browser/parts/files.py", "zipfile.ZipFile"): (
         1, "on io.BytesIO of bytes already read"),
     ("ckpt_browser/remote/mirror.py", "zipfile.ZipFile"): (
         1, "on a file object from open_regular"),

@@ -20,9 +20,9 @@ import pytest
 import torch
 from torch import nn
 
-from ckpt_browser.analysis.content.classify import classify, component_at
 from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.analysis.resume import resume_report
+from ckpt_browser.parts.classify import classify, component_at
 from ckpt_browser.readers.torchfile import read_pickle_file
 
 optim = torch.optim

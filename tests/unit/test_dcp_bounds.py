@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ckpt_browser.analysis.resume import tiling
 from ckpt_browser.analysis.resume.tiling import tiling_problem
-from ckpt_browser.analysis.state.files import StateFiles
+from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.readers.dcp import read_dcp
 from ckpt_browser.standins import DcpChunk
 from tests.malicious.make_corpus import (

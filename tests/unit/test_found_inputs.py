@@ -130,7 +130,7 @@ def test_a_deepspeed_world_size_of_ten_to_the_thirty(tmp_path):
 
 
 def test_rank_gaps_list_the_first_and_count_all():
-    from ckpt_browser.analysis.state.rng import MAX_MISSING, gaps
+    from ckpt_browser.parts.rng import MAX_MISSING, gaps
 
     assert gaps([]) == ([], 0)
     assert gaps([0, 1, 2]) == ([], 0)

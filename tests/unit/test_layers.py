@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "ckpt_browser.limits", "ckpt_browser.model", "ckpt_browser.standins",
                 "ckpt_browser.samples", "ckpt_browser.diagnostics")),
     ("readers", ("ckpt_browser.readers",)),
+    ("parts", ("ckpt_browser.parts",)),
     ("producers", ("ckpt_browser.producers",)),
     ("remote", ("ckpt_browser.remote",)),
     ("analysis", ("ckpt_browser.analysis",)),

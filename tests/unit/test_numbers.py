@@ -12,8 +12,8 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ckpt_browser.analysis.state import common
 from ckpt_browser.cli import main
+from ckpt_browser.parts import common
 from ckpt_browser.report import words
 from tests.malicious.make_corpus import TITAN_ITEMS, dcp_folder
 

@@ -1,4 +1,4 @@
-"""Which parameter each optimizer id stands for (analysis.content.mapping), checked against
+"""Which parameter each optimizer id stands for (parts.mapping), checked against
 real torch optimizers' state_dict() saved with torch.save beside the model's state dict: the
 truth is torch's own numbering, the parameters of param_groups in group order."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ckpt_browser.analysis.content.mapping import name_ids
 from ckpt_browser.analysis.opened import open_path
+from ckpt_browser.parts.mapping import name_ids
 from tests.tui.conftest import SAMPLES
 
 

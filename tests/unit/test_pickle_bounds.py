@@ -105,7 +105,7 @@ def test_batches_of_one_dict_share_one_count():
 
 
 def test_colliding_param_ids_do_not_make_the_analysis_quadratic(tmp_path):
-    from ckpt_browser.analysis.state.optimizer import optimizer_facts
+    from ckpt_browser.parts.optimizer import optimizer_facts
 
     ids = [k * P for k in range(1, 50_001)]
     sd = {"state": {i: {"step": ids[i]} for i in range(50_000)},
@@ -156,7 +156,7 @@ def test_memo_indices_are_bounded():
 
 
 def test_huge_ints_in_json_readers(tmp_path):
-    from ckpt_browser.analysis.state.files import read_json
+    from ckpt_browser.parts.files import read_json
 
     path = tmp_path / "trainer_state.json"
     path.write_text('{"global_step": ' + "9" * 5000 + ', "epoch": 1}')

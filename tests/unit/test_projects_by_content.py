@@ -33,11 +33,11 @@ import pytest
 import torch
 from torch import nn
 
-from ckpt_browser.analysis.content.classify import classify
-from ckpt_browser.analysis.content.projects import fingerprint, framework_of
 from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.analysis.resume import resume_report, resume_reports
 from ckpt_browser.analysis.runs import run_entries
+from ckpt_browser.parts.classify import classify
+from ckpt_browser.parts.projects import fingerprint
 from ckpt_browser.readers.torchfile import read_pickle_file
 
 from .helpers import SAMPLES
@@ -873,13 +873,13 @@ def test_mmcv_1x_checkpoint(tmp_path):
     assert resume_report(str(path)).verdict == "inexact"
 
 
-def test_framework_of_names_lightning_whatever_the_file_is_called(tmp_path):
+def test_a_lightning_checkpoint_is_read_by_lightning_whatever_the_file_is_called(tmp_path):
     src = SAMPLES / "lightning" / "last.ckpt"
     assert "pytorch-lightning_version" in safe_load(src)
     for name in ("weights.pt", "state.bin"):
         shutil.copy(src, tmp_path / name)
-        assert framework_of(pickled_root(tmp_path / name)) == "lightning"
-    assert framework_of(pickled_root(PROJECTS / "tutorial" / "model.pt")) is None
+        assert open_path(str(tmp_path / name)).training.framework == "lightning"
+    assert open_path(str(PROJECTS / "tutorial" / "model.pt")).training.framework != "lightning"
 
 
 # --- a folder of one run's single files --------------------------------------------------------

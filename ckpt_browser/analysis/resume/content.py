@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from ckpt_browser.analysis.components import BUILDERS
 from ckpt_browser.analysis.resume.verdict import Draft
 from ckpt_browser.model import INFO, WARNING, TrainingState
+from ckpt_browser.producers import reads_by_names
 
 NAMED = re.compile(r"(?:^|[^a-z])(epoch|ep|step|steps|iter|iteration|it|checkpoint|ckpt|model|"
                    r"recovery)[-_=]?(\d{1,9})(?!\d)", re.I)
@@ -18,7 +18,7 @@ NAMED = re.compile(r"(?:^|[^a-z])(epoch|ep|step|steps|iter|iteration|it|checkpoi
 
 def check_content(draft: Draft, ts: TrainingState, path: str, ckpt=None) -> None:
     _adapters(draft, ckpt)
-    if ts.framework in BUILDERS:  # read by names: the checks below are for content
+    if reads_by_names(ts.framework):  # read by names: the checks below are for content
         return
     _ema_only(draft)
     _module_classes(draft)

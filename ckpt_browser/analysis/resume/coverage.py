@@ -16,7 +16,7 @@ AFTER = ("it was saved for a different model or parameter split, and loading it 
 
 def weight_shapes(ckpt: Checkpoint | None, ts: TrainingState) -> dict[str, tuple[int, ...]]:
     """Every weight's parameter name and shape, from every file that holds weights."""
-    from ckpt_browser.analysis.content.tag import named_weights
+    from ckpt_browser.parts.tag import named_weights
 
     shapes: dict[str, tuple[int, ...]] = {}
     if ckpt is None:

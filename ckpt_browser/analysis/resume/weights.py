@@ -7,8 +7,8 @@ bad offsets) or the index (a shard it names is missing) makes the weights unload
 from __future__ import annotations
 
 from ckpt_browser.analysis.resume.verdict import Draft
-from ckpt_browser.analysis.state.common import name_list
 from ckpt_browser.model import ERROR, INFO, WARNING, Checkpoint, Component
+from ckpt_browser.parts.common import name_list
 
 MISSING = "file does not exist"
 AFTER = ("the model cannot be loaded without it, so nothing can resume from this checkpoint; "

@@ -9,8 +9,8 @@ reshard, but torchtitan's data-loader state refuses another data-parallel size.
 from __future__ import annotations
 
 from ckpt_browser.analysis.resume.verdict import Draft
-from ckpt_browser.analysis.state.common import as_int, leaf
 from ckpt_browser.model import ERROR, INFO, WARNING, TrainingState
+from ckpt_browser.parts.common import as_int, leaf
 from ckpt_browser.producers import BY_ID
 from ckpt_browser.standins import DcpCheckpoint
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from ckpt_browser import alarms
-from ckpt_browser.analysis.content.mapping import main_shape
 from ckpt_browser.analysis.roles import component_of
 from ckpt_browser.escape import printable
 from ckpt_browser.model import COMPONENTS, TrainingState, natural_key
+from ckpt_browser.parts.mapping import main_shape
 from ckpt_browser.readers.pickle_safe import ITEMSIZE
 from ckpt_browser.report.styles import ALERT
 from ckpt_browser.report.words import STATUS_STYLE, size, status_word
@@ -219,7 +219,7 @@ def value_items(file, path: str, value, pattern: str = "", component=None) -> li
 
 def optimizer_state_path(component, file) -> str | None:
     """The dotted path of the optimizer's `state` in `file`, when the component says where
-    its state_dict is (analysis.content.optimizer_names)."""
+    its state_dict is (parts.optimizer_names)."""
     if component is None or component.kind != "optimizer":
         return None
     facts = component.facts
@@ -229,7 +229,7 @@ def optimizer_state_path(component, file) -> str | None:
 
 
 def param_names(component) -> dict[str, str]:
-    """Each optimizer id's parameter name, where certain (analysis.content.mapping)."""
+    """Each optimizer id's parameter name, where certain (parts.mapping)."""
     if component is None or component.kind != "optimizer":
         return {}
     return component.facts.get("param_names") or {}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ckpt_browser.analysis.state.common import (
+from ckpt_browser.model import Component
+from ckpt_browser.parts.common import (
     MISSING,
     OK,
     fields,
@@ -11,8 +12,7 @@ from ckpt_browser.analysis.state.common import (
     leaf,
     num,
 )
-from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.model import Component
+from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.standins import PickleFile
 
 

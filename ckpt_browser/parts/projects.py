@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ckpt_browser.analysis.content.signatures import fields, rng_kinds
+from ckpt_browser.parts.signatures import fields, rng_kinds
 from ckpt_browser.standins import Opaque
 
 
@@ -143,17 +143,3 @@ def fingerprint(obj) -> Project | None:
 
 def _namespace(v) -> bool:
     return type(v) is Opaque and v.qualname == "argparse.Namespace"
-
-
-def framework_of(obj) -> str | None:
-    """The frameworks with builders of their own, recognised by content whatever the file's
-    name: a Lightning .ckpt, DeepSpeed model or optimizer states, Megatron's model_optim_rng."""
-    keys = set(map(str, fields(obj)))
-    if "pytorch-lightning_version" in keys or {"state_dict", "loops", "optimizer_states"} <= keys:
-        return "lightning"
-    if ("module" in keys and keys & {"ds_config", "param_shapes", "ds_version"}) or \
-            {"optimizer_state_dict", "ds_version"} <= keys:
-        return "deepspeed"
-    if {"checkpoint_version", "iteration"} <= keys and keys & {"model", "model0", "optimizer"}:
-        return "megatron"
-    return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_browser.analysis.content import signatures as sig
+from ckpt_browser.parts import signatures as sig
 from ckpt_browser.standins import Opaque, TensorRef
 
 MAX_DEPTH = 12

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ckpt_browser.analysis.state.common import OK, fields, jsonable, missing, num
-from ckpt_browser.analysis.state.files import StateFiles
 from ckpt_browser.model import Component
+from ckpt_browser.parts.common import OK, fields, jsonable, missing, num
+from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.standins import PickleFile
 
 SCHEDULER_KEYS = ("last_epoch", "last_batch_iteration", "last_step", "_global_step", "_step_count",

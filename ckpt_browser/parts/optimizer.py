@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ckpt_browser.analysis.state.common import (
+from ckpt_browser.model import Component
+from ckpt_browser.parts.common import (
     DAMAGED,
     OK,
     count_tensors,
@@ -17,8 +18,7 @@ from ckpt_browser.analysis.state.common import (
     read_each,
     set_key,
 )
-from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.model import Component
+from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.standins import TensorRef
 
 MAX_SHAPES = 10_000  # exp_avg shapes listed per optimizer

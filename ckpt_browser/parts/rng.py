@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ckpt_browser.analysis.state.common import (
+from ckpt_browser.model import Component
+from ckpt_browser.parts.common import (
     INCOMPLETE,
     OK,
     Found,
@@ -13,8 +14,7 @@ from ckpt_browser.analysis.state.common import (
     missing,
     read_each,
 )
-from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.model import Component
+from ckpt_browser.parts.files import StateFiles
 
 # accelerate / Megatron RNG key -> the generator it restores (FORMATS.md "HF Trainer",
 # "accelerate", "Megatron-LM")

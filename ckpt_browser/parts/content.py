@@ -2,7 +2,7 @@
 project's single file (nanoGPT, timm, torchvision references, ignite, mmengine, detectron2 ...),
 a plain state dict, a folder of weights, or any mix of files nobody named.
 
-Each component comes from the parts `analysis.content.classify` found, in any file, under any
+Each component comes from the parts `parts.classify` found, in any file, under any
 key. For a custom loop the resume path is the user's own code, so each component says what is
 there and what an exact resume would still need; a project's fingerprint adds what its own
 resume re-derives (FORMATS.md "Single-file projects").
@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import re
 
-from ckpt_browser.analysis.content.classify import Found as Part
-from ckpt_browser.analysis.content.classify import classify
-from ckpt_browser.analysis.content.optimizer_names import ids_named, with_names
-from ckpt_browser.analysis.content.projects import Project, fingerprint
-from ckpt_browser.analysis.content.signatures import counter_kind, fields, rng_kinds
-from ckpt_browser.analysis.content.tag import part_prefix, part_weights
-from ckpt_browser.analysis.state.common import (
+from ckpt_browser.model import COMPONENTS, ERROR, Checkpoint, Component, FileInfo
+from ckpt_browser.parts.classify import Found as Part
+from ckpt_browser.parts.classify import classify
+from ckpt_browser.parts.common import (
     DAMAGED,
     INCOMPLETE,
     MISSING,
@@ -30,11 +27,14 @@ from ckpt_browser.analysis.state.common import (
     name_list,
     num,
 )
-from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.analysis.state.optimizer import optimizer_facts, optimizer_sentence
-from ckpt_browser.analysis.state.scheduler import scheduler_facts, scheduler_sentence
-from ckpt_browser.analysis.state.weights import weights_by_name
-from ckpt_browser.model import COMPONENTS, ERROR, Checkpoint, Component, FileInfo
+from ckpt_browser.parts.files import StateFiles
+from ckpt_browser.parts.optimizer import optimizer_facts, optimizer_sentence
+from ckpt_browser.parts.optimizer_names import ids_named, with_names
+from ckpt_browser.parts.projects import Project, fingerprint
+from ckpt_browser.parts.scheduler import scheduler_facts, scheduler_sentence
+from ckpt_browser.parts.signatures import counter_kind, fields, rng_kinds
+from ckpt_browser.parts.tag import part_prefix, part_weights
+from ckpt_browser.parts.weights import weights_by_name
 from ckpt_browser.readers.files import PICKLE_FORMATS
 from ckpt_browser.readers.pickle_safe.policy import describe
 from ckpt_browser.standins import Opaque, PickleFile, TensorRef

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from ckpt_browser.analysis.content.classify import classify, component_at
 from ckpt_browser.model import FileInfo, Layout, Part
+from ckpt_browser.parts.classify import classify, component_at
 from ckpt_browser.readers.files import PICKLE_FORMATS
 from ckpt_browser.standins import PickleFile
 
@@ -55,7 +55,7 @@ def tag_file(layout: Layout, f: FileInfo) -> FileInfo:
 def zero3_shapes(obj) -> dict[str, tuple[int, ...]]:
     """DeepSpeed ZeRO-3 model states: the real shape of every parameter, by name, from
     param_shapes (a dict per param group) and frozen_param_shapes."""
-    from ckpt_browser.analysis.content.signatures import fields
+    from ckpt_browser.parts.signatures import fields
 
     top = fields(obj)
     if "module" not in top or "param_shapes" not in top:

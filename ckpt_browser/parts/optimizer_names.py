@@ -1,4 +1,4 @@
-"""Naming an optimizer's ids from the checkpoint's own weights (analysis.content.mapping says
+"""Naming an optimizer's ids from the checkpoint's own weights (parts.mapping says
 when that is certain), for any builder: a custom loop's single file, HF Trainer's optimizer.pt
 beside its weights, accelerate's optimizer.bin ..."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ckpt_browser.analysis.content.mapping import IdNames, name_ids
-from ckpt_browser.analysis.content.signatures import fields
-from ckpt_browser.analysis.content.tag import named_weights
 from ckpt_browser.model import Checkpoint, Component
+from ckpt_browser.parts.mapping import IdNames, name_ids
+from ckpt_browser.parts.signatures import fields
+from ckpt_browser.parts.tag import named_weights
 from ckpt_browser.readers.files import PICKLE_FORMATS
 from ckpt_browser.standins import PickleFile
 

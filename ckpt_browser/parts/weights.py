@@ -9,7 +9,8 @@ import os
 import re
 
 from ckpt_browser import limits
-from ckpt_browser.analysis.state.common import (
+from ckpt_browser.model import Component
+from ckpt_browser.parts.common import (
     INCOMPLETE,
     MISSING,
     OK,
@@ -19,8 +20,7 @@ from ckpt_browser.analysis.state.common import (
     missing,
     name_list,
 )
-from ckpt_browser.analysis.state.files import StateFiles
-from ckpt_browser.model import Component
+from ckpt_browser.parts.files import StateFiles
 
 _OF = re.compile(r"-(\d+)-of-(\d+)\.")
 

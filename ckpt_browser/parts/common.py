@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from ckpt_browser import limits
 from ckpt_browser.model import COMPONENTS, ERROR, Component, Problem
@@ -20,8 +21,13 @@ from ckpt_browser.standins import (
     UnsafeCall,
 )
 
-OK, MISSING, INCOMPLETE, DAMAGED, UNSAFE, NOT_NEEDED = (
-    "ok", "missing", "incomplete", "damaged", "unsafe", "not-needed")
+# Final: a type checker sees model.Status's Literals, not str
+OK: Final = "ok"
+MISSING: Final = "missing"
+INCOMPLETE: Final = "incomplete"
+DAMAGED: Final = "damaged"
+UNSAFE: Final = "unsafe"
+NOT_NEEDED: Final = "not-needed"
 
 
 @dataclass

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ckpt_browser.analysis.content.signatures import fields
+from ckpt_browser.parts.signatures import fields
 from ckpt_browser.standins import TensorRef
 
 BUFFERS = ("running_mean", "running_var", "num_batches_tracked", "n_averaged")

@@ -19,6 +19,7 @@ from ckpt_browser.parts.classify import classify
 from ckpt_browser.parts.projects import fingerprint
 from ckpt_browser.parts.signatures import counter_kind
 from ckpt_browser.parts.tag import param_name, wrapper_prefix
+from ckpt_browser.producers import reads_by_names
 from ckpt_browser.producers.names import TimelineEntry, newest_first
 from ckpt_browser.producers.recognise import detect, find_checkpoints, with_formats
 from ckpt_browser.producers.timeline import is_timeline
@@ -52,7 +53,7 @@ def _by_content(folder: str, depth: int) -> list[TimelineEntry]:
         names = list(list_folder(folder).names)  # bounded, loops left out
     except OSError:
         return []
-    if detect(folder).framework not in ("unknown", "torch", "safetensors"):
+    if reads_by_names(detect(folder).framework):
         return []  # a framework's own layout (a DCP folder, a DeepSpeed tag ...): one checkpoint
     files = [n for n in names if not n.startswith(".") and not n.endswith(".distcp")
              and os.path.isfile(os.path.join(folder, n))]

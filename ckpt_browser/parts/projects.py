@@ -23,6 +23,7 @@ class Project:
     # component -> what a missing one means, in this project's words (overrides the generic)
     missing: dict[str, str] = field(default_factory=dict)
     saves_no_scaler: bool = False  # its resume builds a new GradScaler, fp16 or not (YOLOv5)
+    own_loop: bool = False  # no project's resume: the user's own code restores the state
 
 
 NO_RNG_REPLAY = ("the resumed run re-seeds instead, so dropout and shuffling differ from an "
@@ -91,8 +92,8 @@ PROJECTS = {
                                        "with last_epoch = global_step - 1, so internals such as "
                                        "_step_count differ (torchtune#2730).",
                           "rng": "torchtune saves only the seed: " + NO_RNG_REPLAY + "."}),
-    "tutorial": Project("custom", "the PyTorch tutorial's general checkpoint"),
-    "custom": Project("custom", "a custom training loop"),
+    "tutorial": Project("custom", "the PyTorch tutorial's general checkpoint", own_loop=True),
+    "custom": Project("custom", "a custom training loop", own_loop=True),
 }
 
 

@@ -30,4 +30,10 @@ def reads_by_names(framework: str) -> bool:
     producer = BY_ID.get(framework)
     return producer is not None and producer.build is not None
 
-__all__ = ["BY_ID", "PRODUCERS", "Producer", "reads_by_names"]
+def weights_only(framework: str) -> bool:
+    """The producer writes weights and never training state."""
+    producer = BY_ID.get(framework)
+    return producer is not None and producer.weights_only
+
+
+__all__ = ["BY_ID", "PRODUCERS", "Producer", "reads_by_names", "weights_only"]

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ckpt_browser.model import ERROR, Problem, natural_key
+from ckpt_browser.model import ERROR, Component, Finding, Problem, TrainingState, natural_key
 from ckpt_browser.parts.common import Found
 from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.readers.regular import open_regular
@@ -20,6 +20,7 @@ from ckpt_browser.readers.walk import list_folder
 
 MAX_MARKER = 4096  # `latest` and the Megatron tracker hold one short line
 OTHER = "other"  # role for files that hold no resume state (config, training_args.bin ...)
+NOT_EXACT = "the resume will not be bit-exact"
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,20 @@ class Producer:
     # one torch file whose top-level keys (`keys`) are this producer's, whatever its name:
     # the detection to read it by; None when the keys are not its own
     own_file: Callable[[Detection, str, set[str]], Detection | None] | None = None
+    # Its own resume rules, each a list of findings. Every producer's run on every checkpoint
+    # (a DeepSpeed ZeRO optimizer nested by the HF Trainer is still DeepSpeed's), so each
+    # answers only for what is its own, by facts or by ts.framework.
+    # rank_checks(components): per-rank files its resume cannot do without
+    rank_checks: Callable[[dict[str, Component]], list[Finding]] | None = None
+    # world_checks(ts, components, n): resuming on n processes (--world-size)
+    world_checks: Callable[[TrainingState, dict[str, Component], int], list[Finding]] | None \
+        = None
+    # scheduler_at(ts, key, value): where its resume expects the LR scheduler's counter `key`
+    # (last_epoch ...) to be, and why, e.g. (120, "global step 120"); None: no expectation
+    scheduler_at: Callable[[TrainingState, str, int], tuple[int, str] | None] | None = None
+    # per_epoch(ts, value): its schedulers step once per epoch, and `value` is that count
+    per_epoch: Callable[[TrainingState, int], bool] | None = None
+    weights_only: bool = False  # it writes weights and never training state (safetensors)
 
 
 def rx(*patterns: str) -> re.Pattern:
@@ -166,6 +181,30 @@ def add(roles: dict, role: str, files) -> None:
     files = tuple(files)
     if files:
         roles[role] = roles.get(role, ()) + tuple(f for f in files if f not in roles.get(role, ()))
+
+
+# --- resume rules ------------------------------------------------------------------------------
+
+def facts_of(ts: TrainingState, kind: str) -> dict:
+    """A component's facts, when they still describe what is on disk (ok or incomplete)."""
+    c = ts.components.get(kind)
+    return c.facts if c is not None and c.status in ("ok", "incomplete") else {}
+
+
+MAX_LISTED = 8  # missing ranks named one finding each; the rest counted in one
+
+
+def missing_ranks(facts: dict, kind: str, severity, what: str) -> tuple[list[int], list[Finding]]:
+    """The first missing ranks (facts["missing_ranks"]), to name one finding each, and a
+    finding that counts the rest (the facts list the first ones and count them all)."""
+    ranks = list(facts.get("missing_ranks") or ())
+    count = facts.get("missing_rank_count", len(ranks))
+    more = []
+    if count > MAX_LISTED:
+        upto = f" to {ranks[-1]}" if count == len(ranks) else " on"
+        more.append(Finding(severity, kind, None, f"{count - MAX_LISTED:,} more {what} are "
+                            f"missing (ranks {ranks[MAX_LISTED]}{upto})."))
+    return ranks[:MAX_LISTED], more
 
 
 # --- marker files ------------------------------------------------------------------------------

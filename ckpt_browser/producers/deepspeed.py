@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 
-from ckpt_browser.model import ERROR, WARNING, Component, Problem
+from ckpt_browser.model import ERROR, INFO, WARNING, Component, Finding, Problem, TrainingState
 from ckpt_browser.parts.common import (
     INCOMPLETE,
     OK,
@@ -39,8 +39,10 @@ from ckpt_browser.producers.base import (
     Seen,
     add,
     dangling,
+    facts_of,
     isdir,
     listdir,
+    missing_ranks,
     newest_name,
     read_marker,
     rx,
@@ -322,6 +324,64 @@ def _progress_and_data(ds: DeepSpeedParts, out: Found) -> None:
                         {"stored": False, "global_samples": facts.get("global_samples")}))
 
 
+# --- its resume rules -------------------------------------------------------------------
+
+_ZERO_RANK = re.compile(r"zero_pp_rank_\d+_")
+
+
+def _rank_checks(components: dict[str, Component]) -> list[Finding]:
+    """ZeRO: one optimizer shard per data-parallel rank, every one of them needed."""
+    opt = components["optimizer"]
+    if "dp_ranks" not in opt.facts:
+        return []
+    ranks, out = missing_ranks(opt.facts, "optimizer", ERROR, "ZeRO optimizer shards")
+    first = opt.files[0] if opt.files else "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    for r in ranks:
+        name = _ZERO_RANK.sub(f"zero_pp_rank_{r}_", first, count=1)
+        out.append(Finding(ERROR, "optimizer", name, f"{name} is missing: DeepSpeed needs the "
+                           f"optimizer shard of every data-parallel rank (rank {r} here) and "
+                           "cannot load the optimizer state without it, so only a warm start "
+                           "from the weights is possible; copy the shard again or resume from an "
+                           "earlier checkpoint."))
+    return out
+
+
+def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -> list[Finding]:
+    """ZeRO's optimizer shards load only on the data-parallel size that wrote them."""
+    opt, progress = components["optimizer"], components["progress"]
+    if opt.facts.get("universal"):
+        return [Finding(INFO, "optimizer", opt.files[0] if opt.files else None, "a universal "
+                        f"checkpoint: DeepSpeed reshards its optimizer state to {n} ranks with "
+                        "load_universal=true.")]
+    dp = as_int(opt.facts.get("dp_ranks"))
+    if not dp:
+        return []
+    mp = as_int(progress.facts.get("mp_world_size")) or 1
+    target = n // mp if n % mp == 0 else None
+    if target == dp:
+        return []
+    tag = opt.files[0].split("/")[0] if opt.files and "/" in opt.files[0] else "<tag>"
+    where = f"{target} data-parallel rank{'s' if target != 1 else ''}" if target else \
+        f"{n} ranks (not a multiple of the model-parallel size {mp})"
+    return [Finding(
+        ERROR, "optimizer", opt.files[0] if opt.files else None,
+        f"the ZeRO optimizer state is split into {dp} shards, one per data-parallel rank; "
+        f"DeepSpeed refuses to load it on {where} (\"The checkpoint being loaded used a DP "
+        f"world size of {dp} but the current world size is {target or n}\"). Convert it "
+        f"first: python deepspeed/checkpoint/ds_to_universal.py --input_folder "
+        f"<save_dir>/{tag} --output_folder <save_dir>/{tag}_universal, then load with "
+        "\"checkpoint\": {\"load_universal\": true}; without that only the weights load "
+        "(load_module_only), a warm start.")]
+
+def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | None:
+    """The engine steps its scheduler once per update it did not skip (fp16 overflow)."""
+    if ts.framework != "deepspeed" or key != "last_epoch" or ts.step is None:
+        return None
+    skipped = as_int(facts_of(ts, "progress").get("skipped_steps")) or 0
+    return ts.step - skipped, f"global step {ts.step} less {skipped} skipped"
+
+
 DEEPSPEED = Producer("deepspeed", _claims, _roles, STEPS,
                      rank_names=re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_"),
-                     build=build_deepspeed, own_file=_own_file)
+                     build=build_deepspeed, own_file=_own_file, rank_checks=_rank_checks,
+                     world_checks=_world_checks, scheduler_at=_scheduler_at)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ckpt_browser.model import ERROR, WARNING, Component, Problem
+from ckpt_browser.model import ERROR, WARNING, Component, Finding, Problem, TrainingState
 from ckpt_browser.parts.common import (
     DAMAGED,
     INCOMPLETE,
@@ -26,7 +26,7 @@ from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.parts.rng import RANK_IN_NAME, add_rng
 from ckpt_browser.parts.scaler import fp16_scaler_missing, scaler_file
 from ckpt_browser.parts.scheduler import scheduler_component
-from ckpt_browser.producers.base import Detection, Producer, rx, step_name
+from ckpt_browser.producers.base import NOT_EXACT, Detection, Producer, rx, step_name
 from ckpt_browser.producers.deepspeed import deepspeed_parts, ds_scaler, ds_scheduler
 from ckpt_browser.producers.trainer import TrainerRule, optimizer_sources, weights_sources
 from ckpt_browser.standins import HugeInt
@@ -209,9 +209,33 @@ def _scaler(fs, det, ds, args: dict) -> Component:
                       "(bf16 and fp32 need none).", {"fp16": jsonable(args.get("fp16"))})
 
 
+# --- its resume rules -------------------------------------------------------------------
+
+def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -> list[Finding]:
+    """The Trainer derives the data position from the step and the number of processes."""
+    data = components["data"]
+    if ts.framework != "hf-trainer" or data.status != "ok" or data.facts.get("stored"):
+        return []
+    saved = ts.ranks
+    if saved is None or saved == n:
+        return []
+    step = data.facts.get("global_step")
+    return [Finding(WARNING, "data", None, f"the Trainer derives the data position from global "
+                    f"step {step} and the number of processes: with {n} instead of {saved}, each "
+                    "step covers a different share of the data, so the batches it skips and "
+                    f"those it trains on next differ from the original run; {NOT_EXACT}.")]
+
+
+def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | None:
+    """The Trainer steps the scheduler once per optimizer update."""
+    if ts.framework != "hf-trainer" or key != "last_epoch" or ts.step is None:
+        return None
+    return ts.step, f"global step {ts.step}"
+
 HF_TRAINER = Producer("hf-trainer", RULE.signed, RULE.roles_of,
                       (step_name("checkpoint-N", r"checkpoint-(\d+)"),),
                       rank_names=re.compile(r"^rng_state_(\d+)\.pth$"),
                       rng_file=lambda rank, n: "rng_state.pth" if n == 1 else
                       f"rng_state_{rank}.pth",
-                      build=build_hf)
+                      build=build_hf, world_checks=_world_checks,
+                      scheduler_at=_scheduler_at)

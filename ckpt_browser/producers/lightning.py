@@ -9,7 +9,7 @@ import os
 import re
 from dataclasses import replace
 
-from ckpt_browser.model import ERROR, Component, Problem
+from ckpt_browser.model import ERROR, Component, Problem, TrainingState
 from ckpt_browser.parts.common import (
     DAMAGED,
     INCOMPLETE,
@@ -39,6 +39,7 @@ from ckpt_browser.producers.base import (
     Producer,
     Seen,
     StepName,
+    facts_of,
     step_name,
     with_other,
 )
@@ -259,9 +260,27 @@ def _scaler(fs, pf, ck: dict, files, where: str) -> Component:
                       "precision (bf16 and fp32 need no scaler).")
 
 
+# --- its resume rules -------------------------------------------------------------------
+
+def _per_epoch(ts: TrainingState, value: int) -> bool:
+    """Lightning steps schedulers per epoch by default: a last_epoch at the epoch count is
+    that convention, not a lag."""
+    epochs = as_int(facts_of(ts, "progress").get("epochs_completed"))
+    return ts.framework == "lightning" and epochs is not None and value in (epochs, epochs + 1)
+
+
+def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | None:
+    """Stepped per optimizer step (interval="step"), unless it steps per epoch."""
+    if ts.framework != "lightning" or key != "last_epoch" or _per_epoch(ts, value):
+        return None
+    steps = as_int(facts_of(ts, "progress").get("optimizer_steps"))
+    return (steps, f"{steps} optimizer steps") if steps is not None else None
+
+
 LIGHTNING = Producer(
     "lightning", lambda seen: seen.base.endswith(".ckpt"), _roles,
     (StepName(CKPT_NAME, re.compile(r"^(?:.*[-_])?(?:epoch|step)=\d+.*\.ckpt$"), "step",
               ckpt_numbers),
      step_name("last.ckpt", r"last(?:-v\d+)?\.ckpt", "")),
-     build=build_lightning, own_file=_own_file)
+     build=build_lightning, own_file=_own_file, scheduler_at=_scheduler_at,
+     per_epoch=_per_epoch)

@@ -9,7 +9,15 @@ import os
 import re
 from dataclasses import replace
 
-from ckpt_browser.model import ERROR, WARNING, Component, Problem, natural_key
+from ckpt_browser.model import (
+    ERROR,
+    WARNING,
+    Component,
+    Finding,
+    Problem,
+    TrainingState,
+    natural_key,
+)
 from ckpt_browser.parts.common import (
     DAMAGED,
     MISSING,
@@ -41,6 +49,7 @@ from ckpt_browser.parts.scheduler import scheduler_component
 from ckpt_browser.parts.weights import weights_component
 from ckpt_browser.producers.base import (
     MAX_MARKER,
+    NOT_EXACT,
     OTHER,
     Detection,
     Producer,
@@ -375,6 +384,46 @@ def _common_pt(fs: StateFiles, common: list[str], out: Found) -> None:
             if consumed is not None else missing("data", "no consumed_train_samples."))
 
 
+# --- its resume rules -------------------------------------------------------------------
+
+def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -> list[Finding]:
+    """Legacy Megatron loads only with the same tensor/pipeline degrees; its distributed
+    optimizer only on the same data-parallel size."""
+    progress, data = components["progress"], components["data"]
+    par = progress.facts.get("parallel")
+    if not isinstance(par, dict) or "world_size" not in par:
+        return []
+    tp = as_int(par.get("tensor_model_parallel_size")) or 1
+    pp = as_int(par.get("pipeline_model_parallel_size")) or 1
+    saved = as_int(par.get("world_size"))
+    mp = tp * pp
+    if n % mp:
+        return [Finding(ERROR, "optimizer", None, f"{n} ranks cannot keep tensor-parallel {tp} "
+                        f"x pipeline-parallel {pp}, and this legacy checkpoint is split into {mp} "
+                        "model-parallel part(s) that Megatron loads only with the same degrees: "
+                        "tools/checkpoint/convert.py reshards the weights but not the optimizer, "
+                        "so that is a warm start.")]
+    if n == saved:
+        return []
+    out = []
+    dp_old, dp_new = (saved or mp) // mp, n // mp
+    if any(leaf(f) == "distrib_optim.pt" for f in components["optimizer"].files):
+        out.append(Finding(ERROR, "optimizer", None, f"distrib_optim.pt shards the optimizer "
+                           f"over {dp_old} data-parallel ranks; legacy Megatron loads it only on "
+                           f"the same data-parallel size, not {dp_new}: resume with "
+                           "--no-load-optim, a warm start."))
+    out.append(Finding(WARNING, "data", None, f"the data-parallel size changes from {dp_old} to "
+                       f"{dp_new}: consumed_train_samples carries the data position over, but "
+                       f"each rank's batches and random streams change, so {NOT_EXACT}."))
+    gbs, mbs = as_int(data.facts.get("global_batch_size")), as_int(data.facts.get(
+        "micro_batch_size"))
+    if gbs and mbs and gbs % (mbs * dp_new):
+        out.append(Finding(WARNING, "data", None, f"global_batch_size {gbs} is not a multiple of "
+                           f"micro_batch_size {mbs} x {dp_new} data-parallel ranks: Megatron "
+                           "refuses to start until the batch sizes change, and changing them "
+                           "changes the run."))
+    return out
+
 MEGATRON = Producer("megatron", lambda seen: bool(_seen_as(seen)), _roles, STEPS,
                     rank_names=re.compile(r"^mp_rank_(\d\d)"),
-                    build=build_megatron, own_file=_own_file)
+                    build=build_megatron, own_file=_own_file, world_checks=_world_checks)

@@ -30,6 +30,6 @@ def _torch_roles(seen: Seen) -> Detection:
                      roles=with_other(roles, seen.names))
 
 
-SAFETENSORS = Producer("safetensors", _safetensors, _safetensors_roles)
+SAFETENSORS = Producer("safetensors", _safetensors, _safetensors_roles, weights_only=True)
 TORCH = Producer("torch", lambda seen: not seen.is_file and any(map(TORCH_WEIGHTS.match,
                                                                     seen.names)), _torch_roles)

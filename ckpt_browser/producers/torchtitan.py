@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ckpt_browser.model import WARNING, Component, Problem, natural_key
+from ckpt_browser.model import WARNING, Component, Finding, Problem, TrainingState, natural_key
 from ckpt_browser.parts.common import (
     INCOMPLETE,
     OK,
@@ -15,7 +15,7 @@ from ckpt_browser.parts.common import (
 )
 from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.parts.weights import weights_component
-from ckpt_browser.producers.base import Detection, Producer, Seen, rx, step_name
+from ckpt_browser.producers.base import NOT_EXACT, Detection, Producer, Seen, rx, step_name
 from ckpt_browser.producers.dcp import (
     dcp_only,
     dcp_values,
@@ -118,6 +118,27 @@ def _titan_data(fs: StateFiles, d: DcpCheckpoint, files, out: Found) -> Componen
                      "loses or refuses it.", facts)
 
 
+# --- its resume rules -------------------------------------------------------------------
+
+def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -> list[Finding]:
+    """torchtitan refuses its data-loader state on another data-parallel size."""
+    world = as_int(components["data"].facts.get("world_size"))
+    if ts.framework != "torchtitan" or not world or world == n:
+        return []
+    return [Finding(WARNING, "data", None, f"dataloader.dp_world_size is {world}: torchtitan "
+                    f"refuses to load the data-loader state on another data-parallel size ({n} "
+                    "if every rank is data-parallel). Add \"dataloader\" to "
+                    "checkpoint.exclude_from_loading to resume; the data then restarts from the "
+                    f"beginning, so {NOT_EXACT}.")]
+
+
+def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | None:
+    """torchtitan steps the scheduler once per optimizer update."""
+    if ts.framework != "torchtitan" or key != "last_epoch" or ts.step is None:
+        return None
+    return ts.step, f"global step {ts.step}"
+
 TORCHTITAN = Producer("torchtitan", _claims, _roles,
                       (step_name("step-N", r"step-(\d+)"),),  # components/checkpoint.py
-                      build=build_torchtitan)
+                      build=build_torchtitan, world_checks=_world_checks,
+                      scheduler_at=_scheduler_at)

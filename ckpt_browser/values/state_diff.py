@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 
 from ckpt_browser.model import COMPONENTS, TrainingState
 from ckpt_browser.parts.common import num
+from ckpt_browser.producers import BY_ID
 from ckpt_browser.values.locate import TensorLoc
 
 __all__ = ["Flag", "LrGroup", "Pair", "StateDiff", "StateSide", "StepCounters", "state_diff"]
@@ -362,15 +363,14 @@ def _last_epoch(t: TrainingState, label: str, notes: list[str]) -> int | None:
     return value
 
 
-def _lightning_epochs(t: TrainingState, value: int) -> bool:
-    """Lightning steps schedulers per epoch by default: a last_epoch at the epoch count is
-    that convention, not a lag."""
-    epochs = _int(_facts(t, "progress").get("epochs_completed"))
-    return t.framework == "lightning" and epochs is not None and value in (epochs, epochs + 1)
+def _per_epoch(t: TrainingState, value: int) -> bool:
+    """Its producer steps schedulers once per epoch, and `value` is that count."""
+    producer = BY_ID.get(t.framework)
+    return bool(producer and producer.per_epoch and producer.per_epoch(t, value))
 
 
 def _expected_position(t: TrainingState) -> tuple[int, str] | None:
-    """Where the scheduler should be, for frameworks that step it once per optimizer update."""
+    """Where the scheduler should be, for producers that step it once per optimizer update."""
     pos = _position(t)
     if pos is None or t.step is None or "num_bad_epochs" in _sched(t):
         return None  # ReduceLROnPlateau steps on evaluation, not per update
@@ -378,16 +378,8 @@ def _expected_position(t: TrainingState) -> tuple[int, str] | None:
     skipped = _int(_facts(t, "progress").get("skipped_steps")) or 0
     if key == "last_batch_iteration":
         return t.step - skipped - 1, f"global step {t.step} (it counts from -1)"
-    if key != "last_epoch":
-        return None
-    if t.framework in ("hf-trainer", "torchtitan"):
-        return t.step, f"global step {t.step}"
-    if t.framework == "deepspeed":
-        return t.step - skipped, f"global step {t.step} less {skipped} skipped"
-    if t.framework == "lightning" and not _lightning_epochs(t, value):
-        steps = _int(_facts(t, "progress").get("optimizer_steps"))
-        return (steps, f"{steps} optimizer steps") if steps is not None else None
-    return None
+    producer = BY_ID.get(t.framework)
+    return producer.scheduler_at(t, key, value) if producer and producer.scheduler_at else None
 
 
 # --- flags ----------------------------------------------------------------------------------------
@@ -436,7 +428,7 @@ def _scheduler_flags(a: TrainingState, b: TrainingState, la: str, lb: str) -> li
                 "schedule lags the training (unless steps were skipped).")
            for (pos, expected), labels in behind.items()]  # one flag when both sides agree
     pa, pb = _position(a), _position(b)
-    steps_per_epoch = any(p is not None and _lightning_epochs(t, p[1])
+    steps_per_epoch = any(p is not None and _per_epoch(t, p[1])
                           for p, t in ((pa, a), (pb, b)))
     if (_moved(a, b) and pa is not None and pb is not None and pa == pb
             and not steps_per_epoch and "num_bad_epochs" not in _sched(b)):

@@ -10,6 +10,7 @@ import re
 
 from ckpt_browser.analysis.resume.verdict import Draft
 from ckpt_browser.model import INFO, WARNING, TrainingState
+from ckpt_browser.parts.projects import PROJECTS
 from ckpt_browser.producers import reads_by_names
 
 NAMED = re.compile(r"(?:^|[^a-z])(epoch|ep|step|steps|iter|iteration|it|checkpoint|ckpt|model|"
@@ -23,7 +24,8 @@ def check_content(draft: Draft, ts: TrainingState, path: str, ckpt=None) -> None
     _ema_only(draft)
     _module_classes(draft)
     _counters(draft, ts, path)
-    if ts.framework == "custom":
+    project = PROJECTS.get(ts.framework)
+    if project is not None and project.own_loop:
         held = [k for k, c in draft.components.items() if c.status == "ok"]
         draft.add(INFO, "progress", None,
                   f"a custom training loop: the resume is your own code, so it is only as exact "

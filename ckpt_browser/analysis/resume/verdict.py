@@ -48,6 +48,10 @@ class Draft:
         for kind in (component, *covers):
             self.covers[kind] = max(self.covers.get(kind, -1), _RANK[severity])
 
+    def extend(self, findings) -> None:
+        for f in findings:
+            self.add(f.severity, f.component, f.file, f.message)
+
     def explained(self, c: Component) -> bool:
         need = needed(c)
         return need is None or self.covers.get(c.kind, -1) >= _RANK[need]

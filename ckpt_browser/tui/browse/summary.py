@@ -8,6 +8,7 @@ from textual.widgets import Static
 from ckpt_browser import alarms
 from ckpt_browser.analysis.resume.shard import shard_of
 from ckpt_browser.escape import printable
+from ckpt_browser.producers import weights_only
 from ckpt_browser.report.styles import ALERT, WARN
 from ckpt_browser.report.text import dtype_line
 from ckpt_browser.report.words import (
@@ -78,7 +79,7 @@ def _state_line(model: BrowseModel, width: int) -> Text:
                     style=VERDICT_STYLE.get(model.resume.verdict, "bold"))
     if shard is not None:
         pass
-    elif training.framework == "safetensors":
+    elif weights_only(training.framework):
         text.append(" · weights only, no training state")
     else:
         bad = [f"{c.kind} {status_word(c.status)}" for c in training.components.values()

@@ -90,8 +90,8 @@ def _check_args(p: argparse.ArgumentParser) -> None:
                    "newest 50 are checked, newest first")
     p.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
     p.add_argument("--world-size", metavar="N", type=_world_size,
-                   help="check a resume on N ranks: per-rank RNG and data state, ZeRO shards, "
-                   "Megatron parallel degrees, DCP resharding")
+                   help="check a resume on N ranks: per-rank RNG and data state, DCP resharding, "
+                   "and each framework's own rules (optimizer shards, parallel degrees)")
     _remote_options(p)
 
 

@@ -216,6 +216,9 @@ class Layout:
     dcp: tuple[str, ...] = ()  # DCP folders, relative to root ("" the root itself)
     detection: object = None  # what the file and folder names say (producers.base.Detection)
     shown_as: str = ""  # how screens name it when not by its path (the bundled sample)
+    # files named for one rank by their producer (or on a folder named so): read in full only
+    # up to limits.rank_files
+    per_rank: frozenset[str] = frozenset()
 
     @cached_property
     def shard_names(self) -> frozenset[str]:
@@ -294,9 +297,8 @@ class Component:
 class TrainingState:
     """What a checkpoint holds beside the weights, per the framework that wrote it."""
 
-    framework: str  # "hf-trainer" | "accelerate" | "lightning" | "dcp" | "torchtitan" |
-    #                 "deepspeed" | "megatron" | "safetensors" | "torch" | "unknown", or a
-    #                 project found by content: "nanogpt", "timm", ... "custom"
+    framework: str  # a producer's id (producers.PRODUCERS: "hf-trainer" ...), "unknown", or a
+    #                 project found by content (parts.projects: "nanogpt", ... "custom")
     step: int | None = None
     epoch: float | None = None
     ranks: int | None = None

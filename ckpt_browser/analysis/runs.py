@@ -54,7 +54,7 @@ def _by_content(folder: str, depth: int) -> list[TimelineEntry]:
     except OSError:
         return []
     if reads_by_names(detect(folder).framework):
-        return []  # a framework's own layout (a DCP folder, a DeepSpeed tag ...): one checkpoint
+        return []  # a producer's own layout (a DCP folder, a tag folder ...): one checkpoint
     files = [n for n in names if not n.startswith(".") and not n.endswith(".distcp")
              and os.path.isfile(os.path.join(folder, n))]
     kinds = {n: _kind(os.path.join(folder, n)) for n in files[:MAX_FILES]}  # 100,000 files

@@ -45,6 +45,17 @@ STATEFUL_LOADER = frozenset({"_num_yielded", "_snapshot", "_sampler_iter_state",
                              "_steps_since_snapshot"})
 
 
+# The counters a scheduler state keeps its position in, in the order they are looked for:
+# (whether it counts steps as last_epoch does, what a comparison of last_epoch must say of it)
+SCHEDULER_COUNTERS = {
+    "last_epoch": (True, ""),
+    "last_batch_iteration": (True, "the DeepSpeed scheduler's last_batch_iteration ({value}) is "
+                             "given as last_epoch; it starts at -1, so it is one behind the step "
+                             "count."),
+    "num_steps": (False, "Megatron's scheduler counts samples (num_steps {value}), not steps, so "
+                  "it has no last_epoch."),
+}
+
 def fields(obj) -> dict:
     if type(obj) is dict:
         return obj

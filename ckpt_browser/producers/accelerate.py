@@ -149,4 +149,5 @@ ACCELERATE = Producer(
      step_name("checkpoint_N", r"checkpoint_(\d+)", "save")),
     rank_names=re.compile(r"^random_states_(\d+)\.pkl$"),
     rng_file=lambda rank, n: f"random_states_{rank}.pkl",
-    build=build_accelerate)
+    build=build_accelerate,
+                      nests=("checkpoints",))

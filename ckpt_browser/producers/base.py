@@ -112,6 +112,12 @@ class Producer:
     # per_epoch(ts, value): its schedulers step once per epoch, and `value` is that count
     per_epoch: Callable[[TrainingState, int], bool] | None = None
     weights_only: bool = False  # it writes weights and never training state (safetensors)
+    # files that make a folder one checkpoint of its own, never a folder of several
+    marks: tuple[str, ...] = ()
+    # of those, the ones that name the checkpoint its resume loads (an error in one leaves the
+    # resume nothing to load)
+    pointers: tuple[str, ...] = ()
+    nests: tuple[str, ...] = ()  # folders that hold its step folders one level down
 
 
 def rx(*patterns: str) -> re.Pattern:

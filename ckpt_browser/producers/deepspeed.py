@@ -384,4 +384,5 @@ def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | 
 DEEPSPEED = Producer("deepspeed", _claims, _roles, STEPS,
                      rank_names=re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_"),
                      build=build_deepspeed, own_file=_own_file, rank_checks=_rank_checks,
-                     world_checks=_world_checks, scheduler_at=_scheduler_at)
+                     world_checks=_world_checks, scheduler_at=_scheduler_at,
+                     marks=DS_MARKERS, pointers=DS_MARKERS)

@@ -238,4 +238,5 @@ HF_TRAINER = Producer("hf-trainer", RULE.signed, RULE.roles_of,
                       rng_file=lambda rank, n: "rng_state.pth" if n == 1 else
                       f"rng_state_{rank}.pth",
                       build=build_hf, world_checks=_world_checks,
-                      scheduler_at=_scheduler_at)
+                      scheduler_at=_scheduler_at,
+                      marks=("trainer_state.json",))

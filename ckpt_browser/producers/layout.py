@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from ckpt_browser.errors import NotACheckpoint, PathNotFound, ShardError
 from ckpt_browser.model import ERROR, INFO, WARNING, Layout, Problem, natural_key
+from ckpt_browser.producers import PRODUCERS
 from ckpt_browser.producers.base import Detection
 from ckpt_browser.producers.dcp import DCP_DATA
 from ckpt_browser.producers.names import step_of
@@ -29,6 +30,9 @@ PREFERRED_INDEX = "model.safetensors.index.json"
 def open_layout(path: str) -> Layout:
     """Resolve a path; raise CheckpointError when nothing there is readable."""
     layout = _open_layout(path)
+    names = tuple(p.rank_names for p in PRODUCERS if p.rank_names is not None)
+    layout = replace(layout, per_rank=frozenset(
+        f for f in layout.files if any(rx.match(part) for part in f.split("/") for rx in names)))
     walked = _run_problems(path, layout)
     if walked:
         layout = replace(layout, problems=tuple(dict.fromkeys(layout.problems + walked)))

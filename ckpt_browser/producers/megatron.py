@@ -426,4 +426,5 @@ def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -
 
 MEGATRON = Producer("megatron", lambda seen: bool(_seen_as(seen)), _roles, STEPS,
                     rank_names=re.compile(r"^mp_rank_(\d\d)"),
-                    build=build_megatron, own_file=_own_file, world_checks=_world_checks)
+                    build=build_megatron, own_file=_own_file, world_checks=_world_checks,
+                    marks=(MEGATRON_TRACKER,), pointers=(MEGATRON_TRACKER,))

@@ -11,15 +11,15 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 from ckpt_browser.model import WARNING, Problem, natural_key
+from ckpt_browser.producers import PRODUCERS
 from ckpt_browser.producers.names import TimelineEntry, newest_first, step_of
 from ckpt_browser.readers.regular import missing_reason
 from ckpt_browser.readers.walk import list_folder, only_loops
 
-# Folders that hold step folders one level down: torchtitan's checkpoint/,
-# accelerate's checkpoints/.
-NESTING = ("checkpoint", "checkpoints")
-# Files that make a folder a checkpoint (HF Trainer, DeepSpeed, Megatron), never a run folder
-MARKER_FILES = ("trainer_state.json", "latest", "latest_checkpointed_iteration.txt")
+# Folders that hold step folders one level down, and files that make a folder one checkpoint
+# (never a run folder), by the producers that write them
+NESTING = tuple(dict.fromkeys(n for p in PRODUCERS for n in p.nests))
+MARKER_FILES = tuple(dict.fromkeys(m for p in PRODUCERS for m in p.marks))
 
 
 @dataclass(frozen=True)

@@ -141,4 +141,5 @@ def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | 
 TORCHTITAN = Producer("torchtitan", _claims, _roles,
                       (step_name("step-N", r"step-(\d+)"),),  # components/checkpoint.py
                       build=build_torchtitan, world_checks=_world_checks,
-                      scheduler_at=_scheduler_at)
+                      scheduler_at=_scheduler_at,
+                      nests=("checkpoint",))

@@ -35,8 +35,8 @@ MAX_RANGE_PROBLEMS = 10
 
 
 class _Record:
-    """A DCP metadata dataclass, rebuilt from its pickled state. Extra attributes (Megatron's
-    mcore_data) are kept; missing ones read as None."""
+    """A DCP metadata dataclass, rebuilt from its pickled state. Extra attributes (a
+    writer's own, such as mcore_data) are kept; missing ones read as None."""
 
     __slots__ = ("kind", "fields")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,10 +12,6 @@ from contextlib import contextmanager
 from ckpt_browser import limits
 from ckpt_browser.model import WARNING, Checkpoint, FileInfo, Layout, Problem, TensorInfo
 from ckpt_browser.readers.files import read_file
-
-# a file (or a folder on its path) named for one rank: HF and accelerate RNG, ZeRO, Megatron
-RANK_FILE = re.compile(r"(?:^|/)(?:rng_state_|random_states_|(?:bf16_)?zero_pp_rank_|"
-                       r"mp_rank_)\d")
 
 
 @contextmanager
@@ -60,7 +55,7 @@ def iter_files(layout: Layout, cancel: threading.Event | None = None,
     A DCP folder yields its .metadata and every rank file together."""
     pending: list[FileInfo] = []
     shards = set(layout.shards)
-    bound = _Bound()
+    bound = _Bound(layout.per_rank)
     for name in reading_order(layout):
         if cancel is not None and cancel.is_set():
             return
@@ -85,12 +80,13 @@ class _Bound:
     each read costs up to milliseconds), and how many per-rank files; past either limit a
     file is only listed, and the first one says so (its why, else None)."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_rank: frozenset[str] = frozenset()) -> None:
+        self.per_rank = per_rank  # Layout.per_rank
         self.read = self.ranks = 0
         self.told: set[str] = set()
 
     def over(self, name: str) -> str | None:
-        lim, rank = limits.LIMITS, RANK_FILE.search(name) is not None
+        lim, rank = limits.LIMITS, name in self.per_rank
         if self.read >= lim.other_files:
             return self._once("other_files", f"{lim.other_files:,} files besides the shards")
         if rank and self.ranks >= lim.rank_files:

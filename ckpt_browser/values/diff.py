@@ -2,7 +2,7 @@
 
 Weights are compared in `tensors`; every other tensor (optimizer moments, step counters,
 RNG states kept as tensors ...) in `state.tensors`, with the same statuses. Names line up after
-optional prefix stripping, so a DCP or Lightning tree can be compared with an HF export.
+optional prefix stripping, so a DCP tree or a training dict can be compared with an HF export.
 Sharding is not a difference: only names, dtypes, shapes and values are compared.
 """
 

@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 
 from ckpt_browser.model import COMPONENTS, TrainingState
 from ckpt_browser.parts.common import num
+from ckpt_browser.parts.signatures import SCHEDULER_COUNTERS
 from ckpt_browser.producers import BY_ID
 from ckpt_browser.values.locate import TensorLoc
 
@@ -337,10 +338,9 @@ def _sched(t: TrainingState) -> dict:
 
 
 def _position(t: TrainingState) -> tuple[str, int] | None:
-    """The scheduler's step counter: torch's last_epoch, DeepSpeed's last_batch_iteration,
-    or Megatron's num_steps (which counts samples, not steps)."""
+    """The scheduler's step counter (torch's last_epoch, or another, parts.signatures)."""
     f = _sched(t)
-    for key in ("last_epoch", "last_batch_iteration", "num_steps"):
+    for key in SCHEDULER_COUNTERS:
         if _int(f.get(key)) is not None:
             return key, f[key]
     return None
@@ -353,14 +353,10 @@ def _last_epoch(t: TrainingState, label: str, notes: list[str]) -> int | None:
             notes.append(f"{label}'s scheduler state has no last_epoch.")
         return None
     key, value = pos
-    if key == "num_steps":
-        notes.append(f"{label}: Megatron's scheduler counts samples (num_steps {value}), not "
-                     "steps, so it has no last_epoch.")
-        return None
-    if key == "last_batch_iteration":
-        notes.append(f"{label}: the DeepSpeed scheduler's last_batch_iteration ({value}) is "
-                     "given as last_epoch; it starts at -1, so it is one behind the step count.")
-    return value
+    counts, note = SCHEDULER_COUNTERS[key]
+    if note:
+        notes.append(f"{label}: " + note.format(value=value))
+    return value if counts else None
 
 
 def _per_epoch(t: TrainingState, value: int) -> bool:

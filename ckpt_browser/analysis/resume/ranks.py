@@ -1,6 +1,6 @@
 """Rank completeness: one finding per missing rank-indexed file, named as the producer names it
-(`rng_state_2.pth`, `random_states_2.pkl`; a producer's own per-rank files, such as DeepSpeed's
-optimizer shards, by its rank_checks).
+(`rng_state_2.pth`, `random_states_2.pkl`; a producer's own per-rank files, such as optimizer
+shards, by its rank_checks).
 
 The ranks come from `training_state` (facts["missing_ranks"]: gaps in the numbering, or ranks
 below the producer's own record of its world size)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ckpt_browser.analysis.resume.verdict import Draft, needed
 from ckpt_browser.model import COMPONENTS, ERROR, INFO, WARNING, Component, TrainingState
+from ckpt_browser.producers import PRODUCERS
 
 NOT_EXACT = "the resume will not be bit-exact."
 AFTER = {
@@ -55,12 +56,13 @@ def _file(c: Component) -> str | None:
     return c.files[0] if c.files else None
 
 
-MARKERS = ("latest", "latest_universal", "latest_checkpointed_iteration.txt")
+# files that name the checkpoint a producer's resume loads
+MARKERS = tuple(m for p in PRODUCERS for m in p.pointers)
 
 
 def check_markers(draft: Draft, ts: TrainingState) -> None:
-    """DeepSpeed `latest` and Megatron's tracker must name a checkpoint that exists: the
-    framework loads whatever they name."""
+    """A producer's pointer file (Producer.pointers) must name a checkpoint that exists: its
+    resume loads whatever it names."""
     for p in ts.problems:
         if p.severity == ERROR and p.file in MARKERS:
             covers = [k for k in COMPONENTS if not draft.explained(draft.components[k])]

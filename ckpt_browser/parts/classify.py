@@ -138,7 +138,7 @@ def _sequence(node, path: str, key: str, depth: int, out: list[Found]) -> None:
 
 
 def _scalers_inside(f: dict, path: str, out: list[Found]) -> None:
-    """A loss scaler kept inside the optimizer's state (DeepSpeed, Megatron, mmengine, fairseq)."""
+    """A loss scaler kept inside the optimizer's state (an fp16 optimizer wrapper's)."""
     for k, v in f.items():
         what = sig.scaler_kind(sig.fields(v), str(k), v)
         if what:

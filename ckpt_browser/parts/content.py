@@ -294,7 +294,7 @@ def _optimizer(src: Sources, weights: Component) -> Component:
     node = fields(p.node)
     sd = fields(node.get("optimizer")) if "fp32_from_fp16_params" in node else node
     where = _where(f, p)
-    if "state" not in sd:  # DeepSpeed ZeRO: flat partitions, nothing per parameter
+    if "state" not in sd:  # flat ZeRO partitions, nothing per parameter
         facts = {"zero": True, "state_keys": sorted(map(str, sd))[:40]}
         return Component("optimizer", OK, (f.name,), f"{where} holds DeepSpeed ZeRO optimizer "
                          "state (flat fp32 partitions).", facts)
@@ -387,7 +387,7 @@ def _rng(src: Sources, out: Found) -> Component:
 
 
 def _per_rank(found) -> int | None:
-    """Composer and Megatron keep one RNG dict per rank in a list."""
+    """One RNG dict per rank in a list (Composer's, and others')."""
     for _, _, p in found:
         if type(p.node) is list and len(p.node) > 1 and all(type(x) is dict for x in p.node):
             return len(p.node)

@@ -16,8 +16,7 @@ from ckpt_browser.parts.common import (
 )
 from ckpt_browser.parts.files import StateFiles
 
-# accelerate / Megatron RNG key -> the generator it restores (FORMATS.md "HF Trainer",
-# "accelerate", "Megatron-LM")
+# RNG key, as training frameworks name them -> the generator it restores (FORMATS.md)
 RNG_NAMES = {
     "python": "python", "numpy": "numpy", "cpu": "cpu", "cuda": "cuda", "xla": "xla", "npu": "npu",
     "hpu": "hpu", "mlu": "mlu", "musa": "musa", "xpu": "xpu", "mps": "mps",

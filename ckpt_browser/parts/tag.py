@@ -1,7 +1,7 @@
 """Give every tensor of a checkpoint its component, and every weight its parameter name.
 
 Pickled files are classified by content (`classify`); DCP keys by the prefixes their writers
-use (torchtitan, HF FSDP, Lightning sharded); safetensors files hold weights. A weight's
+use (DCP_PREFIXES); safetensors files hold weights. A weight's
 parameter name is its path below the weights' root, with the records of a pickled module
 (`_modules`, `_parameters`, `_buffers`) and a uniform wrapper prefix (`module.` from
 DataParallel / DDP, `_orig_mod.` from torch.compile) taken off: the name the model's own

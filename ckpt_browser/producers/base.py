@@ -1,7 +1,7 @@
 """What every producer shares: the Producer interface, the Detection it returns, and the
 small helpers its rules use (roles from names, the tiny marker files some frameworks write).
 
-A producer is a library that writes checkpoints (DeepSpeed, the HF Trainer ...). Each is one
+A producer is a library that writes checkpoints (a training framework, a project). Each is one
 module of this package behind one `Producer`; `producers.PRODUCERS` orders them.
 """
 
@@ -18,7 +18,7 @@ from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.walk import list_folder
 
-MAX_MARKER = 4096  # `latest` and the Megatron tracker hold one short line
+MAX_MARKER = 4096  # a pointer file (Producer.pointers) holds one short line
 OTHER = "other"  # role for files that hold no resume state (config, training_args.bin ...)
 NOT_EXACT = "the resume will not be bit-exact"
 
@@ -33,10 +33,10 @@ class Detection:
     step: int | None = None
     step_source: str = ""  # "folder name checkpoint-6", "latest names global_step4" ...
     epoch: int | None = None  # from `epoch=E-step=S.ckpt` or `epoch_N`
-    variant: str = ""  # "fsdp", "deepspeed", "sharded", "universal", "torch_dist", "torch" ...
+    variant: str = ""  # which of its producer's layouts, in its own words ("fsdp", "sharded" ...)
     roles: dict[str, tuple[str, ...]] = field(default_factory=dict)  # component kind -> files
     dcp: tuple[str, ...] = ()  # DCP folders relative to root ("" is root itself)
-    tag: str = ""  # DeepSpeed tag / Megatron iteration folder, relative to root
+    tag: str = ""  # the folder a pointer file names (a tag, an iteration), relative to root
     problems: tuple[Problem, ...] = ()
 
     def files(self, role: str) -> tuple[str, ...]:
@@ -56,7 +56,7 @@ class Seen:
     epoch: int | None = None
     source: str = ""
     # (step, epoch, source) any name says, by every producer's step names
-    # (names.step_from_name): a DeepSpeed tag can be named anything
+    # (names.step_from_name): a folder a pointer file names can be named anything
     read_step: Callable[[str], tuple[int | None, int | None, str]] = lambda name: (None, None, "")
 
     @property
@@ -72,7 +72,7 @@ class Seen:
 class StepName:
     """A checkpoint name a producer writes: `pattern`'s group 1 is the number, and `counts`
     says what it counts ("step", "epoch", "save"; "" for a name without one, like last.ckpt).
-    `split` reads (step, epoch) from a name that holds both (Lightning's epoch=E-step=S)."""
+    `split` reads (step, epoch) from a name that holds both (epoch=E-step=S)."""
 
     kind: str
     pattern: re.Pattern
@@ -99,7 +99,7 @@ class Producer:
     # the detection to read it by; None when the keys are not its own
     own_file: Callable[[Detection, str, set[str]], Detection | None] | None = None
     # Its own resume rules, each a list of findings. Every producer's run on every checkpoint
-    # (a DeepSpeed ZeRO optimizer nested by the HF Trainer is still DeepSpeed's), so each
+    # (a producer's optimizer shards nested in another's folder are still its own), so each
     # answers only for what is its own, by facts or by ts.framework.
     # rank_checks(components): per-rank files its resume cannot do without
     rank_checks: Callable[[dict[str, Component]], list[Finding]] | None = None
@@ -155,8 +155,8 @@ def number_in(name: str, step_names) -> tuple[int | None, StepName | None]:
 
 
 def newest_name(names, step_names) -> str:
-    """The newest of several checkpoint names in one folder (DeepSpeed tags, Megatron
-    iterations): highest number, then the name."""
+    """The newest of several checkpoint names in one folder (the tag or iteration folders
+    a pointer file chooses from): highest number, then the name."""
     def order(name: str) -> tuple:
         number = number_in(name, step_names)[0]
         return (number if number is not None else -1, natural_key(name))

@@ -175,14 +175,14 @@ def _weights(path: str, names: list[str], index: str | None = None) -> Layout:
         return Layout(path, path, "safetensors", shards, shards=shards)
     if shards:
         return Layout(path, path, "safetensors-folder", shards, shards=shards)
-    # No safetensors weights: torch files, DCP, DeepSpeed, Megatron ... or unknown files,
+    # No safetensors weights: torch files, DCP, a framework's own files ... or unknown files,
     # all read by content (an unknown layout is listed, not refused).
     return Layout(path, path, "files", ())
 
 
 def _with_files(layout: Layout, det, names: list[str]) -> Layout:
     """Every file of the checkpoint: the shards, the files each framework role names (also in
-    sub-folders: DeepSpeed tags, FSDP DCP folders, adapters), and the rest of the folder."""
+    sub-folders: tag folders, FSDP DCP folders, adapters), and the rest of the folder."""
     root = layout.root
     files = dict.fromkeys(layout.files)
     dcp = list(det.dcp) if det is not None else []

@@ -238,11 +238,11 @@ def _read(a: _Archive, info: zipfile.ZipInfo, how: str) -> PickleFile:
             return PickleFile(a.name, "pickle", obj=got.obj, unsafe=got.unsafe,
                               problems=got.problems)
         return a.read_file(io.BytesIO(data), a.name, len(data), nested=how)
-    window = io.BufferedReader(_Slice(a.f, where[0], where[1]), 1024)
+    window = io.BufferedReader(Slice(a.f, where[0], where[1]), 1024)
     return a.read_file(window, a.name, where[1], nested=how)
 
 
-class _Slice(io.RawIOBase):
+class Slice(io.RawIOBase):
     """Bytes [start, start + length) of an open binary file, as a file of their own."""
 
     def __init__(self, f, start: int, length: int):

@@ -24,6 +24,7 @@ from typing import Any
 
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, WARNING, Problem
+from ckpt_browser.readers.archive import is_archive, read_archive
 from ckpt_browser.readers.export import is_export, read_export
 from ckpt_browser.readers.pickle_safe import (
     ITEMSIZE,
@@ -217,6 +218,11 @@ def _read_zip(f, name: str, size: int, nested: str | None = None) -> PickleFile:
                              read_pickle_file_object)
             return _checked(pf, f, entries, check, (b"", -1), name)
         root, info = _data_pkl(zf)
+        if info is None and nested is None and is_archive(zf):  # torch files inside (SB3)
+            pf = read_archive(f, zf, name, size,
+                              lambda member: _data_start(f, member, size, check.starts),
+                              read_pickle_file_object)
+            return _checked(pf, f, entries, check, (b"", -1), name)
         if info is None:
             names = ", ".join(zf.namelist()[:5]) or "none"
             failed = _failed(name, "torch-zip", size, f"zip without data.pkl: not a torch.save "

@@ -5,6 +5,7 @@ archive so their values can be read; nothing in it is loaded."""
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 
@@ -13,7 +14,7 @@ import torch
 from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.readers.torchfile import read_pickle_file
 
-from .helpers import run_cli
+from .helpers import SAMPLES, run_cli
 from .state_helpers import evil_payload
 
 
@@ -115,3 +116,28 @@ def test_an_archive_inside_an_archive_is_not_opened(tmp_path):
     assert pf.tensors == ()
     assert any("inner.pth: " in p.message and "zip without data.pkl" in p.message
                for p in pf.problems)
+
+
+# --- the real thing: Stable-Baselines3's own model.save (sample_checkpoints/make_sb3_sample.py)
+
+SB3 = SAMPLES / "projects" / "sb3" / "ppo_cartpole.zip"
+
+
+def test_stable_baselines3_model_zip_lists_what_torch_loads_from_each_member():
+    with zipfile.ZipFile(SB3) as z:
+        policy = torch.load(io.BytesIO(z.read("policy.pth")), weights_only=True)
+        optim = torch.load(io.BytesIO(z.read("policy.optimizer.pth")), weights_only=True)
+    pf = read_pickle_file(str(SB3), SB3.name)
+    tensors = dict(pf.tensors)
+    raw = SB3.read_bytes()
+    for name, value in policy.items():
+        t = tensors[f"policy.{name}"]
+        assert (t.dtype, t.shape) == ("F32", tuple(value.shape))
+        start, _ = pf.storages[t.storage_key]
+        begin = start + t.storage_offset * 4
+        assert raw[begin:begin + t.numel * 4] == value.numpy().tobytes()
+    ts = open_path(str(SB3)).training
+    assert ts.components["weights"].status == "ok"
+    opt = ts.components["optimizer"]
+    assert opt.status == "ok" and f"{len(optim['state'])} of {len(policy)} parameters" in \
+        opt.detail

@@ -15,6 +15,7 @@ torch's own conversion, code by code, in the tests.
 from __future__ import annotations
 
 import io
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -252,19 +253,14 @@ class _Fd:
 # -- DCP chunks: a torch.save archive inside the rank file -----------------------------------
 
 def _wrapped(p: Piece, itemsize: int) -> bool:
-    n = 1
-    for d in p.sizes:
-        n *= d
-    return p.length != n * itemsize
+    return p.length != math.prod(p.sizes) * itemsize
 
 
 def _unwrap(p: Piece, loc: TensorLoc, itemsize: int) -> Piece:
     """The data range of the storage inside a DCP chunk's torch.save archive."""
     from ckpt_browser.readers.torchfile import read_pickle_file_object
 
-    n = 1
-    for d in p.sizes:
-        n *= d
+    n = math.prod(p.sizes)
     if p.length > n * itemsize + limits.LIMITS.dcp_wrapper_bytes:
         raise ValuesError(f"{p.path}: {loc.name}: a chunk of {p.length:,} bytes for "
                           f"{n * itemsize:,} bytes of data")

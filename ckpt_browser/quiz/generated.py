@@ -65,12 +65,9 @@ def generate(ckpt: Checkpoint | None, training: TrainingState | None = None,
         tensors = _unique_tensors(ckpt)
         if len(ckpt.layout.shards) > 1:  # which shard: only where the weights are sharded
             sharded = [t for t in tensors if t.file in ckpt.layout.shard_names]
-            for t in _pick(rng, sharded, per_kind):
-                found.append(shard_question(ckpt, t, rng))
-        for t in _pick(rng, tensors, per_kind):
-            found.append(dtype_question(ckpt, t, rng))
-        for t in _pick(rng, tensors, per_kind):
-            found.append(shape_question(ckpt, t, rng))
+            found += [shard_question(ckpt, t, rng) for t in _pick(rng, sharded, per_kind)]
+        found += [dtype_question(ckpt, t, rng) for t in _pick(rng, tensors, per_kind)]
+        found += [shape_question(ckpt, t, rng) for t in _pick(rng, tensors, per_kind)]
         found.extend(module_questions(build_modules(_weights(ckpt)), rng, per_kind))
         found.extend(part_questions(ckpt, rng, per_kind))
     if resume is not None:

@@ -6,6 +6,7 @@ lowers. A missed question is drawn more often until it has been answered right a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -84,9 +85,7 @@ def save_progress(progress: Progress, path: str | os.PathLike | None = None) -> 
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     return path

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, Problem
-from ckpt_browser.readers.export import Slice
+from ckpt_browser.readers.export import Window
 from ckpt_browser.readers.zipentries import read_member
 from ckpt_browser.standins import PickleFile
 
@@ -86,7 +86,7 @@ def _read(f, zf, info: zipfile.ZipInfo, name: str, locate, read_file):
                 "it); it could run code when loaded"),)), None
         data = read_member(zf, info, lim.pickle_bytes)
         return read_file(io.BytesIO(data), name, len(data), nested="torch"), None
-    window = io.BufferedReader(Slice(f, where[0], where[1]), 1024)
+    window = io.BufferedReader(Window(f, where[0], where[1]), 1024)
     return read_file(window, name, where[1], nested="torch"), where[0]
 
 

@@ -238,12 +238,12 @@ def _read(a: _Archive, info: zipfile.ZipInfo, how: str) -> PickleFile:
             return PickleFile(a.name, "pickle", obj=got.obj, unsafe=got.unsafe,
                               problems=got.problems)
         return a.read_file(io.BytesIO(data), a.name, len(data), nested=how)
-    window = io.BufferedReader(Slice(a.f, where[0], where[1]), 1024)
+    window = io.BufferedReader(Window(a.f, where[0], where[1]), 1024)
     return a.read_file(window, a.name, where[1], nested=how)
 
 
-class Slice(io.RawIOBase):
-    """Bytes [start, start + length) of an open binary file, as a file of their own."""
+class Window(io.RawIOBase):
+    """Bytes [start, start + length) of an open binary file, as a read-only file of their own."""
 
     def __init__(self, f, start: int, length: int):
         self.f, self.start, self.length, self.pos = f, start, length, 0
@@ -265,7 +265,10 @@ class Slice(io.RawIOBase):
         n = max(0, min(len(b), self.length - self.pos))
         if not n:
             return 0
-        self.f.seek(self.start + self.pos)
-        got = self.f.readinto(memoryview(b)[:n])
+        got = self.read_at(memoryview(b)[:n], self.start + self.pos)
         self.pos += got
         return got
+
+    def read_at(self, b: memoryview, offset: int) -> int:
+        self.f.seek(offset)
+        return self.f.readinto(b)

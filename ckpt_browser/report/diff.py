@@ -122,8 +122,7 @@ def _counts(s: dict) -> str:
 def _section(title: str, rows: list[Row], values: bool, limit: int) -> list[str]:
     out = [f"{title}: {_counts(summary(rows, values))}"]
     changed = [r for r in rows if r.status != "unchanged" or r.error]
-    for r in changed[:limit]:
-        out.append(printable(_line(r)))
+    out += [printable(_line(r)) for r in changed[:limit]]
     if len(changed) > limit:
         out.append(f"  ... and {len(changed) - limit:,} more (--json lists them all)")
     return out
@@ -161,8 +160,7 @@ def state_lines(state: StateDiff, every_component: bool = False) -> list[tuple[s
     out = [(f"{key:<10} {_v(x)} -> {_v(y)}", "") for key, x, y in (
         ("framework", a.framework, b.framework), ("step", a.step, b.step),
         ("epoch", a.epoch, b.epoch), ("ranks", a.ranks, b.ranks))]
-    for g in state.lr:
-        out.append((f"lr[{g.group}]{'':<5} {_v(g.a)} -> {_v(g.b)}", ""))
+    out += [(f"lr[{g.group}]{'':<5} {_v(g.a)} -> {_v(g.b)}", "") for g in state.lr]
     steps = state.optimizer_steps
     if steps.a is not None or steps.b is not None:
         out.append((f"optimizer step counters  {_range(steps.a)} -> {_range(steps.b)}", ""))

@@ -64,11 +64,8 @@ def _dcp_rows(f) -> list[dict]:
             continue
         itemsize = ITEMSIZE.get(e.dtype, 1)
         for c in e.chunks:
-            numel = 1
-            for dim in c.sizes:
-                numel *= dim
             rows.append({"name": key, "dtype": e.dtype, "shape": c.sizes,
-                         "nbytes": numel * itemsize, "file": folder + (c.file or "?"),
+                         "nbytes": math.prod(c.sizes) * itemsize, "file": folder + (c.file or "?"),
                          "offsets": (c.offset, c.offset + c.length)
                          if c.offset is not None and c.length is not None else None,
                          "global_shape": e.shape, "chunk_offsets": c.offsets,

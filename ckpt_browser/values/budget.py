@@ -17,6 +17,7 @@ line saying why and what raises the cap, never skipped in silence.
 from __future__ import annotations
 
 import errno
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -119,7 +120,7 @@ def _file_reads(item: Sequence[TensorLoc], disk: _Files) -> dict[tuple[int, str]
             parts = [(loc.pieces[0].path, loc.nbytes)]
         else:
             itemsize = ITEMSIZE.get(loc.dtype, 1)
-            parts = [(p.path, _numel(p.sizes) * itemsize) for p in loc.pieces]
+            parts = [(p.path, math.prod(p.sizes) * itemsize) for p in loc.pieces]
         for path, n in parts:
             reads[(side, path)] = reads.get((side, path), 0) + n
     return reads
@@ -214,13 +215,6 @@ def _amount(n: int) -> str:
 
 def _bytes(items) -> int:
     return sum(loc.nbytes for item in items for loc in item if not loc.problem)
-
-
-def _numel(sizes) -> int:
-    n = 1
-    for d in sizes:
-        n *= d
-    return n
 
 
 def _tensors(n: int) -> str:

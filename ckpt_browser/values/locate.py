@@ -8,6 +8,7 @@ chunk, each placed in the global tensor by its offsets. Nothing here reads tenso
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 from dataclasses import dataclass
 
@@ -40,10 +41,7 @@ class TensorLoc:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -144,9 +142,7 @@ def _dcp_loc(key, e, metadata: str, folder: str, comp, files: dict) -> TensorLoc
                          problem="the metadata lists no chunk of it")
     pieces = []
     for c in e.chunks:
-        n = 1
-        for d in c.sizes:
-            n *= d
+        n = math.prod(c.sizes)
         if c.file is None or c.offset is None or c.length is None:
             return TensorLoc(key, e.dtype, e.shape, metadata, comp,
                              problem=f"a chunk at {list(c.offsets)} has no rank file recorded")

@@ -15,6 +15,7 @@ torch's own conversion, code by code, in the tests.
 from __future__ import annotations
 
 import io
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from ckpt_browser import limits
+from ckpt_browser.readers.export import Window
 from ckpt_browser.values.locate import Piece, TensorLoc
 
 # tag -> numpy dtype holding one element's bytes (little-endian, as the formats store them)
@@ -251,19 +253,14 @@ class _Fd:
 # -- DCP chunks: a torch.save archive inside the rank file -----------------------------------
 
 def _wrapped(p: Piece, itemsize: int) -> bool:
-    n = 1
-    for d in p.sizes:
-        n *= d
-    return p.length != n * itemsize
+    return p.length != math.prod(p.sizes) * itemsize
 
 
 def _unwrap(p: Piece, loc: TensorLoc, itemsize: int) -> Piece:
     """The data range of the storage inside a DCP chunk's torch.save archive."""
     from ckpt_browser.readers.torchfile import read_pickle_file_object
 
-    n = 1
-    for d in p.sizes:
-        n *= d
+    n = math.prod(p.sizes)
     if p.length > n * itemsize + limits.LIMITS.dcp_wrapper_bytes:
         raise ValuesError(f"{p.path}: {loc.name}: a chunk of {p.length:,} bytes for "
                           f"{n * itemsize:,} bytes of data")
@@ -291,32 +288,11 @@ def _unwrap(p: Piece, loc: TensorLoc, itemsize: int) -> Piece:
     return replace(p, offset=p.offset + begin, length=n * itemsize)
 
 
-class _Window(io.RawIOBase):
-    """A read-only file object over bytes [start, start + length) of an open file."""
+class _Window(Window):
+    """A Window read with pread (`f` is an _Fd)."""
 
-    def __init__(self, fd: _Fd, start: int, length: int):
-        self.fd, self.start, self.length, self.pos = fd, start, length, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        self.pos = max(0, {0: pos, 1: self.pos + pos, 2: self.length + pos}[whence])
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
-
-    def readinto(self, b) -> int:
-        n = max(0, min(len(b), self.length - self.pos))
-        if n:
-            got = self.fd.readinto(memoryview(b)[:n], self.start + self.pos)
-            self.pos += got
-            return got
-        return 0
+    def read_at(self, b: memoryview, offset: int) -> int:
+        return self.f.readinto(b, offset)
 
 
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:

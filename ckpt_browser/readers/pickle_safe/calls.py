@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ckpt_browser.readers.pickle_safe.checks import BadCall, Reaches, arity
 from ckpt_browser.readers.pickle_safe.limits import short
+from ckpt_browser.readers.pickle_safe.policy import ENUMS
 from ckpt_browser.standins import Opaque, UnsafeCall
 
 _WALK_NODES = 100_000  # values looked at for a hazard in one call's arguments
@@ -284,18 +285,6 @@ SPECS = {
                                    "numpy.random._generator.Generator")},
     "torch._utils._rebuild_wrapper_subclass": _wrapper_subclass,
 }
-# Enums of the frameworks' records: Cls(value) looks the member up, nothing more
-ENUMS = frozenset({
-    "transformers.training_args.OptimizerNames", "transformers.training_args.ParallelMode",
-    "transformers.trainer_utils.IntervalStrategy", "transformers.trainer_utils.SaveStrategy",
-    "transformers.trainer_utils.HubStrategy", "transformers.trainer_utils.SchedulerType",
-    "transformers.trainer_utils.EvaluationStrategy", "transformers.trainer_utils.FSDPOption",
-    "transformers.trainer_utils.ShardedDDPOption", "transformers.debug_utils.DebugOption",
-    "accelerate.utils.dataclasses.DistributedType", "accelerate.utils.dataclasses.PrecisionType",
-    "accelerate.utils.dataclasses.DynamoBackend", "deepspeed.runtime.zero.config.ZeroStageEnum",
-    "megatron.core.enums.ModelType", "uuid.SafeUUID",
-    "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
-})
 SPECS.update({q: _enum for q in ENUMS})
 
 

@@ -88,6 +88,20 @@ _WHAT = (  # (prefix, what it does): the extra words for a known name; first mat
       "numpy.DataSource"), "reaches the network"),
 )
 
+# Enums of the frameworks' records (data, and callable: Cls(value) looks the member up,
+# nothing more; calls.py checks the value)
+ENUMS = frozenset({
+    "transformers.training_args.OptimizerNames", "transformers.training_args.ParallelMode",
+    "transformers.trainer_utils.IntervalStrategy", "transformers.trainer_utils.SaveStrategy",
+    "transformers.trainer_utils.HubStrategy", "transformers.trainer_utils.SchedulerType",
+    "transformers.trainer_utils.EvaluationStrategy", "transformers.trainer_utils.FSDPOption",
+    "transformers.trainer_utils.ShardedDDPOption", "transformers.debug_utils.DebugOption",
+    "accelerate.utils.dataclasses.DistributedType", "accelerate.utils.dataclasses.PrecisionType",
+    "accelerate.utils.dataclasses.DynamoBackend", "deepspeed.runtime.zero.config.ZeroStageEnum",
+    "megatron.core.enums.ModelType", "uuid.SafeUUID",
+    "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+})
+
 DATA = frozenset({
     # torch's weights_only allowlist (2.13) beyond the recorders in allowlist.py
     "torch.Tensor", "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer",
@@ -106,7 +120,6 @@ DATA = frozenset({
     "torch.distributed.checkpoint.metadata.TensorProperties",
     "torch.distributed.checkpoint.metadata.StorageMeta",
     "torch.distributed.checkpoint.metadata.MetadataIndex",
-    "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
     "torch.distributed.checkpoint.filesystem._StorageInfo",
     # numpy arrays, scalars and RNG state
     "numpy.ndarray", "numpy.dtype", "numpy.core.numeric._frombuffer",
@@ -122,30 +135,21 @@ DATA = frozenset({
     "argparse.Namespace", "types.SimpleNamespace", "pathlib.Path", "pathlib.PosixPath",
     "pathlib.WindowsPath", "pathlib.PurePath", "pathlib.PurePosixPath", "pathlib.PureWindowsPath",
     "datetime.datetime", "datetime.date", "datetime.time", "datetime.timedelta",
-    "datetime.timezone", "decimal.Decimal", "fractions.Fraction", "uuid.UUID", "uuid.SafeUUID",
+    "datetime.timezone", "decimal.Decimal", "fractions.Fraction", "uuid.UUID",
     "random.Random", "typing.Any",
     # frameworks' recorded classes (FORMATS.md "Reading without running code")
     "transformers.training_args.TrainingArguments",
     "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
-    "transformers.training_args.OptimizerNames", "transformers.training_args.ParallelMode",
-    "transformers.trainer_utils.IntervalStrategy", "transformers.trainer_utils.SaveStrategy",
-    "transformers.trainer_utils.HubStrategy", "transformers.trainer_utils.SchedulerType",
-    "transformers.trainer_utils.EvaluationStrategy", "transformers.trainer_utils.FSDPOption",
-    "transformers.trainer_utils.ShardedDDPOption", "transformers.debug_utils.DebugOption",
     "transformers.trainer_pt_utils.AcceleratorConfig",
     "trl.trainer.sft_config.SFTConfig", "trl.trainer.dpo_config.DPOConfig",
     "trl.trainer.grpo_config.GRPOConfig", "trl.trainer.ppo_config.PPOConfig",
     "trl.trainer.reward_config.RewardConfig", "trl.trainer.orpo_config.ORPOConfig",
     "trl.trainer.kto_config.KTOConfig", "trl.trainer.cpo_config.CPOConfig",
-    "accelerate.state.PartialState", "accelerate.utils.dataclasses.DistributedType",
-    "accelerate.utils.dataclasses.PrecisionType", "accelerate.utils.dataclasses.DynamoBackend",
-    "accelerate.utils.dataclasses.DataLoaderConfiguration",
+    "accelerate.state.PartialState", "accelerate.utils.dataclasses.DataLoaderConfiguration",
     "accelerate.data_loader.SeedableRandomSampler",
     "deepspeed.runtime.fp16.loss_scaler.LossScaler",
     "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
-    "deepspeed.runtime.zero.config.ZeroStageEnum",
     "deepspeed.utils.tensor_fragment.fragment_address",
-    "megatron.core.enums.ModelType",
     "omegaconf.dictconfig.DictConfig", "omegaconf.listconfig.ListConfig",
     "omegaconf.base.ContainerMetadata", "omegaconf.base.Metadata", "omegaconf.nodes.AnyNode",
     "omegaconf.nodes.StringNode", "omegaconf.nodes.IntegerNode", "omegaconf.nodes.FloatNode",
@@ -156,6 +160,7 @@ DATA = frozenset({
     "pytorch_lightning.utilities.parsing.AttributeDict",
     "mmengine.logging.history_buffer.HistoryBuffer", "mmengine.config.config.ConfigDict",
     "ultralytics.utils.IterableSimpleNamespace",
+    *ENUMS,  # the enums above
 })
 def is_unsafe(qualname: str) -> bool:
     """On the deny list: unsafe even when only referenced."""

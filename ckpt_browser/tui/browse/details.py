@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
@@ -14,17 +13,8 @@ from ckpt_browser.readers.safetensors import MAGIC_LEN
 from ckpt_browser.report.words import SEVERITY_STYLE, count, size
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref
-from ckpt_browser.tui.browse.training_details import STATE_KINDS, state_details
+from ckpt_browser.tui.browse.training_details import STATE_KINDS, kv, state_details
 from ckpt_browser.tui.browse.values_panel import ValuesPanel
-
-
-def _kv(rows) -> Table:
-    table = Table.grid(padding=(0, 1))
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
-    for k, v in rows:
-        table.add_row(k, v)
-    return table
 
 
 def _by_dtype(totals: Totals) -> Text:
@@ -55,9 +45,9 @@ def render(model: BrowseModel, ref: Ref | None):
         return state_details(ref)
     m = ref.module
     return Group(Text(printable(m.path), style="bold"),
-                 _kv([("tensors", f"{m.totals.tensors:,}"),
-                      ("params", f"{m.totals.params:,} ({count(m.totals.params)})"),
-                      ("bytes", f"{m.totals.bytes:,} ({size(m.totals.bytes)})")]),
+                 kv([("tensors", f"{m.totals.tensors:,}"),
+                     ("params", f"{m.totals.params:,} ({count(m.totals.params)})"),
+                     ("bytes", f"{m.totals.bytes:,} ({size(m.totals.bytes)})")]),
                  Text(""), Text("by dtype", style="bold"), _by_dtype(m.totals))
 
 
@@ -83,7 +73,7 @@ def _tensor(model: BrowseModel, ref: Ref):
             rows.append(("in file", f"{t.begin:,} - {t.end:,} (bytes from the file start)"))
         else:
             rows.append(("in file", "? (the file does not say where its storage is)"))
-        return Group(Text(printable(t.name), style="bold"), _kv(rows))
+        return Group(Text(printable(t.name), style="bold"), kv(rows))
     start = MAGIC_LEN + shard.header_bytes if shard and shard.header_bytes is not None else None
     file_range = f"{start + t.begin:,} - {start + t.end:,}" if start is not None else "?"
     rows += [("shard", printable(t.file)),
@@ -91,7 +81,7 @@ def _tensor(model: BrowseModel, ref: Ref):
              ("in file", f"{file_range} (bytes from the file start)")]
     if t.component != "weights":
         rows.append(("part of", t.component))
-    return Group(Text(printable(t.name), style="bold"), _kv(rows))
+    return Group(Text(printable(t.name), style="bold"), kv(rows))
 
 
 def _shard(model: BrowseModel, name: str):
@@ -110,11 +100,11 @@ def _shard(model: BrowseModel, name: str):
                  ("bytes", f"{size(shard.totals.bytes)} ({shard.totals.bytes:,} B)")]
     for k, v in (shard.metadata or {}).items():
         rows.append((printable(f"meta {k}"), printable(v)))
-    parts = [Text(printable(name), style="bold"), _kv(rows)]
+    parts = [Text(printable(name), style="bold"), kv(rows)]
     if shard.parts:
         parts += [Text(""), Text("holds (read by content)", style="bold"),
-                  _kv([(printable(p.path or "(the whole file)"), f"{p.kind}: {printable(p.what)}")
-                       for p in shard.parts])]
+                  kv([(printable(p.path or "(the whole file)"), f"{p.kind}: {printable(p.what)}")
+                      for p in shard.parts])]
     problems = model.shard_problems(name)
     parts += [Text(""), Text("Problems" if problems else "No problems found.", style="bold")]
     if problems:

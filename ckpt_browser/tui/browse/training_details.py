@@ -36,7 +36,8 @@ MAX_FIELDS = 200  # rows of a container's fields in the details pane
 STATE_KINDS = {"component", "file", "value", "dcp-entry", "more"}
 
 
-def _kv(rows) -> Table:
+def kv(rows) -> Table:
+    """Rows of (key, value): keys bold, values escaped (`printable`) and folded."""
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
@@ -74,7 +75,7 @@ def _component(ref: Ref):
                       (status_word(comp.status), STATUS_STYLE.get(comp.status, ""))),
         Text(printable(comp.detail)),
         Text(""),
-        _kv([("files", ", ".join(comp.files) or "none")]),
+        kv([("files", ", ".join(comp.files) or "none")]),
         Text(""),
         _facts(comp.facts),
     )
@@ -86,12 +87,12 @@ def _file(f):
                 ("tensors", f"{len(f.tensors):,}")]
         if f.unsafe:
             rows.append(("UNSAFE", "calls " + ", ".join(f.unsafe) + " (not run; shown inert)"))
-        parts = [Text(printable(f.name), style="bold"), _kv(rows)]
+        parts = [Text(printable(f.name), style="bold"), kv(rows)]
     elif isinstance(f, DcpCheckpoint):
         rows = [("format", "torch.distributed.checkpoint"), ("version", f.version or "?"),
                 ("keys", f"{len(f.entries):,}"), ("rank files", ", ".join(
                     f"{n} ({size(s)})" for n, s in sorted(f.files.items())))]
-        parts = [Text(printable(file_name(f)), style="bold"), _kv(rows)]
+        parts = [Text(printable(file_name(f)), style="bold"), kv(rows)]
     else:
         return Group(Text(printable(str(f)), style="bold"),
                      Text("Read as part of the component (no pickle inside)."))
@@ -109,7 +110,7 @@ def _dcp_entry(dcp: DcpCheckpoint, e: DcpEntry):
                  ("chunks", len(e.chunks))]
     files = sorted({c.file for c in e.chunks if c.file})
     rows.append(("rank files", ", ".join(files) or "?"))
-    return Group(Text(printable(e.key), style="bold"), _kv(rows))
+    return Group(Text(printable(e.key), style="bold"), kv(rows))
 
 
 def _value(ref: Ref):
@@ -125,23 +126,23 @@ def _value(ref: Ref):
         if span is not None:
             length = pf.storages[v.storage_key][1]
             rows.append(("in file", f"{span[0]:,} - {span[1]:,} (record of {length:,} B)"))
-        return Group(head, _kv(rows))
+        return Group(head, kv(rows))
     if isinstance(v, DcpChunk):
         span = ", ".join(f"{o}:{o + s}" for o, s in zip(v.offsets, v.sizes)) or "whole value"
         rows = [("chunk", span), ("rank file", v.file or "?"),
                 ("bytes",
                  f"{v.offset:,} - {v.offset + v.length:,}" if v.offset is not None else "?")]
-        return Group(head, _kv(rows))
+        return Group(head, kv(rows))
     if isinstance(v, NumpyArray):
-        return Group(head, _kv([("file", where), ("numpy", f"{v.dtype} {list(v.shape)}")]))
+        return Group(head, kv([("file", where), ("numpy", f"{v.dtype} {list(v.shape)}")]))
     if isinstance(v, UnsafeCall):
         return Group(head, Text(f"This pickle asks to call {v.qualname} when loaded, which "
                                 "could run code. ckpt-browser did not call it; anything that "
                                 "loads this file with pickle (torch.load(weights_only=False)) "
                                 "would.", style="bold"))
     if isinstance(v, Opaque):
-        return Group(head, _kv([("file", where), ("class", v.qualname),
-                                ("fields", ", ".join(map(str, v.fields)) or "-")]),
+        return Group(head, kv([("file", where), ("class", v.qualname),
+                               ("fields", ", ".join(map(str, v.fields)) or "-")]),
                      Text("An object of this class was not built, only described."))
     rows = [("file", where), *_optimizer_rows(ref)]
     kids = kids_of(v)
@@ -150,12 +151,12 @@ def _value(ref: Ref):
         body = [(key, describe(child)[0]) for key, child in kids[:MAX_FIELDS]]
         if len(kids) > MAX_FIELDS:
             body.append(("…", f"{len(kids) - MAX_FIELDS:,} more"))
-        parts = [head, _kv(rows)]
+        parts = [head, kv(rows)]
         if body:
-            parts += [Text(""), _kv(body)]
+            parts += [Text(""), kv(body)]
         return Group(*parts)
     text, _ = describe(v)
-    return Group(head, _kv([*rows, ("type", type(v).__name__), ("value", text)]))
+    return Group(head, kv([*rows, ("type", type(v).__name__), ("value", text)]))
 
 
 def _optimizer_rows(ref: Ref) -> list[tuple[str, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual import events, on
 from textual.binding import Binding
-from textual.widgets import Input, Tree
+from textual.widgets import Tree
 
 from ckpt_browser.analysis.modules import ModuleNode
 from ckpt_browser.report.styles import ALERT
@@ -20,6 +20,7 @@ from ckpt_browser.tui.browse.labels import (
 )
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.tui.common.vtable import type_ahead
 
 
 def node_key(ref: Ref | None) -> str | None:
@@ -226,18 +227,7 @@ class CheckpointTree(Tree[Ref]):
         self._ensure_children(event.node)  # expansions that bypass _toggle_node
 
     def on_key(self, event: events.Key) -> None:
-        """Keys reach the app's bindings only after the tree has queued every key typed so
-        far, so "/q_proj" typed in one burst would open the filter after "q" had quit.
-        Open the filter here, in order, and pass the keys behind "/" on to it."""
-        focused = self.screen.focused
-        if focused is self and event.key == "slash":
-            self.screen.action_filter()
-        elif isinstance(focused, Input) and event.is_printable:
-            focused.insert_text_at_cursor(event.character)
-        else:
-            return
-        event.stop()
-        event.prevent_default()
+        type_ahead(self, event, "filter")
 
     def reveal_file(self, name: str) -> bool:
         """Put the cursor on the node of a file (a shard, or a state file under its component)."""

@@ -23,6 +23,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Input
 
 from ckpt_browser.tui.common.cells import cut_right
@@ -53,6 +54,21 @@ def line(columns: Sequence[Column], cells: Sequence[str], sizes: Sequence[int],
         text = (cut or col.cut)(cell, w)
         parts.append(text.rjust(w) if col.align == "right" else text.ljust(w))
     return " ".join(parts)
+
+
+def type_ahead(widget: Widget, event: events.Key, slash_action: str | None) -> None:
+    """Keys typed in one burst ("/q_proj") are all queued at `widget` before the screen's "/"
+    binding runs, so "q" would quit: open the filter here (the screen's `slash_action`), in
+    order, and hand the keys behind "/" to it."""
+    focused = widget.screen.focused
+    if focused is widget and event.key == "slash" and slash_action:
+        getattr(widget.screen, f"action_{slash_action}")()
+    elif isinstance(focused, Input) and event.is_printable:
+        focused.insert_text_at_cursor(event.character or "")
+    else:
+        return
+    event.stop()
+    event.prevent_default()
 
 
 class VTable(ScrollView, Generic[R], can_focus=True):
@@ -95,18 +111,7 @@ class VTable(ScrollView, Generic[R], can_focus=True):
         self.cursor = 0
 
     def on_key(self, event: events.Key) -> None:
-        """Keys typed in one burst ("/q_proj") are all queued here before the screen's "/"
-        binding runs, so "q" would quit: open the filter here, in order, and hand the keys
-        behind "/" to it."""
-        focused = self.screen.focused
-        if focused is self and event.key == "slash" and self.SLASH_ACTION:
-            getattr(self.screen, f"action_{self.SLASH_ACTION}")()
-        elif isinstance(focused, Input) and event.is_printable:
-            focused.insert_text_at_cursor(event.character or "")
-        else:
-            return
-        event.stop()
-        event.prevent_default()
+        type_ahead(self, event, self.SLASH_ACTION)
 
     # -- what a subclass says -------------------------------------------------------------
     def columns(self) -> Sequence[Column]:

@@ -81,11 +81,6 @@ def filter_cycle(rows: list[Row]) -> list[str]:
     return ["all", "changed"] + [k for k, _ in FILTERS[2:] if c[k]]
 
 
-def max_diff(row: Row) -> float | None:
-    v = row.values
-    return None if v is None else v.max_abs_diff
-
-
 def _by_diff(row: Row) -> tuple:
     """Descending: NaN/Inf mismatches first, then the largest |a - b|; unmeasured rows last."""
     v = row.values

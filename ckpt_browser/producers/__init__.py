@@ -16,11 +16,13 @@ from ckpt_browser.producers.lightning import LIGHTNING
 from ckpt_browser.producers.megatron import MEGATRON
 from ckpt_browser.producers.plain import SAFETENSORS, TORCH
 from ckpt_browser.producers.torchtitan import TORCHTITAN
+from ckpt_browser.producers.torchtune import TORCHTUNE
 
 # Order decides between two that claim one folder: a framework's own layout before the DCP or
-# weights files it holds (torchtitan's step-N before any DCP folder; plain weights last).
+# weights files it holds (torchtitan's step-N before any DCP folder; torchtune's epoch_N before
+# the safetensors in it; plain weights last).
 PRODUCERS: tuple[Producer, ...] = (
-    LIGHTNING, MEGATRON, HF_TRAINER, ACCELERATE, DEEPSPEED, TORCHTITAN, DCP,
+    LIGHTNING, MEGATRON, HF_TRAINER, ACCELERATE, DEEPSPEED, TORCHTITAN, DCP, TORCHTUNE,
     SAFETENSORS, TORCH)
 BY_ID: dict[str, Producer] = {p.id: p for p in PRODUCERS}
 

@@ -8,12 +8,15 @@ component of each tensor in the listing.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch.distributed.checkpoint.state_dict import get_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
 
 from ckpt_browser.analysis.opened import open_path
+from ckpt_browser.cli import main
 from ckpt_browser.readers.dcp import read_dcp
 from ckpt_browser.standins import DcpCheckpoint, DcpEntry
 
@@ -69,8 +72,26 @@ def tutorial(tmp_path_factory):
     return str(dcp_save(app, folder.parent / "tutorial-rng"))
 
 
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """dcp.save({"model": ..., "optimizer": ...}): read as before."""
+    model, opt, _ = trained()
+    msd, osd = get_state_dict(model, opt)
+    return str(dcp_save({"model": msd, "optimizer": osd},
+                        tmp_path_factory.mktemp("dcp") / "plain"))
+
+
+def components(path: str) -> dict:
+    return open_path(path).training.components
+
+
 def tensor_kinds(path: str) -> dict[str, str]:
     return {t.name: t.component for f in open_path(path).checkpoint.files for t in f.tensors}
+
+
+def inspect_json(path: str, capsys) -> dict:
+    assert main(["inspect", "--json", path]) == 0
+    return json.loads(capsys.readouterr().out)
 
 
 # -- keys of one's own --------------------------------------------------------------------------
@@ -83,6 +104,34 @@ def test_rng_tensor_under_its_own_key_is_rng_not_a_weight(own_keys):
     assert {v for k, v in kinds.items() if k.startswith("optim.")} == {"optimizer"}
 
 
+def test_every_part_found_under_its_own_key(own_keys):
+    c = components(own_keys)
+    assert {k: c[k].status for k in c} == {
+        "weights": "ok", "optimizer": "ok", "scheduler": "ok", "rng": "ok",
+        "data": "missing", "progress": "ok", "scaler": "not-needed"}
+    assert c["weights"].facts["tensors"] == PARAMS
+    assert c["optimizer"].facts["params_with_state"] == PARAMS
+    assert c["optimizer"].facts["state_keys"] == ["exp_avg", "exp_avg_sq", "step"]
+    assert c["scheduler"].facts["keys"]["last_epoch"] == 1  # decoded from its DCP item
+    assert c["scheduler"].facts["keys"]["step_size"] == 10
+    assert c["rng"].facts["keys"] == ["rng"]
+    assert "torch cpu" in c["rng"].detail
+    assert open_path(own_keys).training.step == 7
+
+
+def test_inspect_json_shows_it(own_keys, capsys):
+    doc = inspect_json(own_keys, capsys)
+    status = {k: v["status"] for k, v in doc["components"].items()}
+    assert status["optimizer"] == status["scheduler"] == status["rng"] == "ok"
+    assert doc["step"] == 7
+    by = doc["totals"]["by_component"]
+    assert by["weights"]["tensors"] == PARAMS
+    assert by["rng"] == {"tensors": 1, "params": 5056, "bytes": 5056}
+    assert by["optimizer"]["tensors"] == 3 * PARAMS
+    rows = {t["name"]: t["component"] for t in doc["tensors"]}
+    assert rows["rng"] == "rng" and rows["optim.state.0.weight.exp_avg"] == "optimizer"
+
+
 def test_parts_are_kept_on_the_metadata_file(own_keys):
     meta = next(f for f in open_path(own_keys).checkpoint.files if f.format == "dcp-metadata")
     assert {(p.kind, p.path) for p in meta.parts} == {
@@ -92,11 +141,37 @@ def test_parts_are_kept_on_the_metadata_file(own_keys):
 
 # -- the DCP tutorial's AppState ----------------------------------------------------------------
 
-def test_tutorial_tensor_kinds(tutorial):
+def test_tutorial_app_state(tutorial):
+    c = components(tutorial)
+    assert c["optimizer"].status == "ok", c["optimizer"].detail
+    assert c["optimizer"].facts["params_with_state"] == PARAMS
+    assert c["weights"].facts["tensors"] == PARAMS
+    assert c["scheduler"].status == "ok" and "app.scheduler." in c["scheduler"].detail
+    assert c["rng"].status == "ok" and c["rng"].facts["keys"] == ["app.rng_state"]
     kinds = tensor_kinds(tutorial)
     assert kinds["app.rng_state"] == "rng"
     assert kinds["app.model.0.weight"] == "weights"
     assert kinds["app.optim.state.2.bias.exp_avg_sq"] == "optimizer"
+
+
+# -- what worked before still does --------------------------------------------------------------
+
+def test_plain_model_and_optimizer_as_before(plain):
+    c = components(plain)
+    assert c["weights"].detail == f"{PARAMS} model tensors in DCP (1 rank file)."
+    assert c["optimizer"].detail == (f"DCP holds optimizer state for {PARAMS} parameters "
+                                     "(exp_avg, exp_avg_sq, step), reshardable to another "
+                                     "number of ranks.")
+    assert c["rng"].detail == "DCP stores no RNG state unless the training script adds it."
+    assert c["scheduler"].status == "missing"
+
+
+def test_whole_model_state_dict_is_weights(tmp_path):
+    model, _, _ = trained()
+    path = str(dcp_save(model.state_dict(), tmp_path / "m"))
+    assert set(tensor_kinds(path).values()) == {"weights"}
+    c = components(path)
+    assert c["weights"].facts["tensors"] == PARAMS and c["optimizer"].status == "missing"
 
 
 # -- the skeleton -------------------------------------------------------------------------------

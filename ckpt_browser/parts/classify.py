@@ -60,7 +60,7 @@ def _visit(node, path: str, key: str, depth: int, out: list[Found]) -> None:
         elif node.numel == 1 and node.dtype.startswith(("I", "U")) and sig.counter_kind(key, 1):
             out.append(Found("progress", path, node, f"{sig.counter_kind(key, 1)} counter"))
         return
-    if kind is int:
+    if kind is int or kind is sig.Unread:
         counter = sig.counter_kind(key, node)
         if counter:
             out.append(Found("progress", path, node, f"{counter} counter"))
@@ -117,7 +117,7 @@ def _part(f: dict, node, key: str) -> tuple[str, str] | None:
     if sig.state_dict_like(f):
         return ("ema" if sig.EMA_NAMES.search(key) else "weights"), "a state_dict of tensors"
     if sig.SCHEDULER_NAMES.match(key) and f and all(
-            type(v) in (int, float, str, bool, list, type(None)) for v in f.values()):
+            type(v) in sig.PLAIN or type(v) is list for v in f.values()):
         return "scheduler", f"LR scheduler state ({key})"
     return None
 

@@ -56,6 +56,21 @@ SCHEDULER_COUNTERS = {
                   "it has no last_epoch."),
 }
 
+
+class Unread:
+    """A non-tensor DCP item as its metadata shows it: a value of unknown type (an int, a list,
+    pickled bytes ...) under a known key. Its bytes are read only where a part needs them."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<DCP item, not read>"
+
+
+UNREAD = Unread()
+PLAIN = (int, float, str, bool, type(None), Unread)  # values a settings-like record holds
+
+
 def fields(obj) -> dict:
     if type(obj) is dict:
         return obj
@@ -65,7 +80,8 @@ def fields(obj) -> dict:
 
 
 def is_int(v) -> bool:
-    return type(v) is int
+    """An int, or a DCP item that may be one (its key decides)."""
+    return type(v) is int or v is UNREAD
 
 
 def tensor_count(f: dict) -> int:
@@ -75,7 +91,8 @@ def tensor_count(f: dict) -> int:
 # --- optimizer (FORMATS.md "Optimizer state") --------------------------------------------------
 
 def optimizer_kind(f: dict) -> str | None:
-    if type(f.get("state")) is dict and type(f.get("param_groups")) is list:
+    # param_groups is a list, or a dict once DCP has flattened it (optim.param_groups.0.lr)
+    if type(f.get("state")) is dict and type(f.get("param_groups")) in (list, dict):
         fqn = any(type(k) is str for k in f["state"])
         return "torch optimizer state_dict" + (" (keyed by parameter name)" if fqn else "")
     if "base_optimizer_state" in f or "fp32_flat_groups" in f or \
@@ -175,7 +192,7 @@ def rng_kinds(v, depth: int = 0) -> list[str] | None:
         inner = rng_kinds(item, depth + 1)
         if inner:
             found.extend(inner)
-        elif item is None or type(item) in (int, float, str, bool):
+        elif type(item) in PLAIN:
             plain += 1
         else:
             return None

@@ -1,7 +1,9 @@
 """Give every tensor of a checkpoint its component, and every weight its parameter name.
 
-Pickled files are classified by content (`classify`); DCP keys by the prefixes their writers
-use (DCP_PREFIXES); safetensors files hold weights. A weight's
+Pickled files are classified by content (`classify`), and so is a DCP folder, from the
+skeleton its metadata gives (`dcp_skeleton`: its keys nested again, tensors as stand-ins);
+the prefixes DCP writers use (DCP_PREFIXES) name only the keys
+classify finds nothing for. Safetensors files hold weights. A weight's
 parameter name is its path below the weights' root, with the records of a pickled module
 (`_modules`, `_parameters`, `_buffers`) and a uniform wrapper prefix (`module.` from
 DataParallel / DDP, `_orig_mod.` from torch.compile) taken off: the name the model's own
@@ -15,8 +17,9 @@ from dataclasses import replace
 
 from ckpt_browser.model import FileInfo, Layout, Part
 from ckpt_browser.parts.classify import classify, component_at
+from ckpt_browser.parts.signatures import UNREAD, rng_leaf
 from ckpt_browser.readers.files import PICKLE_FORMATS
-from ckpt_browser.standins import PickleFile
+from ckpt_browser.standins import DcpCheckpoint, PickleFile, TensorRef
 
 # DCP keys -> component, first match wins, when the folder's files belong to several components
 DCP_PREFIXES = (
@@ -47,9 +50,67 @@ def tag_file(layout: Layout, f: FileInfo) -> FileInfo:
         return replace(f, tensors=tuple(t._replace(component="other") for t in f.tensors))
     if f.format == "dcp-metadata":
         owner = _dcp_owner(layout, f.name)
-        return replace(f, tensors=tuple(t._replace(component=owner or dcp_component(t.name))
-                                        for t in f.tensors))
+        found = dcp_parts(f.source) if isinstance(f.source, DcpCheckpoint) else []
+        kinds = {p.path: p.kind for p in found}
+        return replace(f, tensors=tuple(t._replace(component=owner or dcp_kind(kinds, t.name))
+                                        for t in f.tensors),
+                       parts=tuple(Part(p.kind, p.path, p.what) for p in found))
     return f
+
+
+def dcp_parts(d: DcpCheckpoint) -> list:
+    """The parts of a DCP checkpoint, found by classify on its skeleton."""
+    return classify(dcp_skeleton(d)) if d.entries else []
+
+
+def dcp_kind(kinds: dict[str, str], key: str) -> str:
+    """A DCP key's component: the part classify found it in, else its prefix's."""
+    return innermost(kinds, key) or dcp_component(key)
+
+
+def dcp_skeleton(d: DcpCheckpoint) -> dict:
+    """The state dict DCP flattened, nested again from the metadata alone: each key split on
+    '.', a tensor as a TensorRef of its global shape and dtype, any other item as UNREAD. A
+    subtree of plain tensors only (a model's state_dict, an optimizer's FQN-keyed moments)
+    stays one flat dict of dotted names, as the state_dict it was; an RNG-shaped tensor keeps
+    the subtree open, so it is found on its own. Linear in the keys' segments."""
+    refs = {}
+    mixed: set[str] = set()  # dotted prefixes with something other than a plain tensor below
+    for key, e in d.entries.items():
+        ref = TensorRef(e.dtype or "?", tuple(e.shape or ()), (), key) \
+            if e.kind == "tensor" else UNREAD
+        refs[key] = ref
+        if type(ref) is not TensorRef or rng_leaf(ref):
+            mixed.add("")
+            end = key.find(".")
+            while end != -1:
+                mixed.add(key[:end])
+                end = key.find(".", end + 1)
+    root: dict = {}
+    for key, ref in refs.items():
+        node, start = root, 0
+        end = key.find(".") if "" in mixed else -1
+        while end != -1 and type(node) is dict:
+            node = node.setdefault(key[start:end], {})
+            start = end + 1
+            if key[:end] not in mixed:
+                break
+            end = key.find(".", start)
+        if type(node) is dict and key[start:] not in node:  # a clash of a leaf and a subtree
+            node[key[start:]] = ref                         # keeps the first; the table names
+    return root                                             # the other
+
+
+def innermost(kinds: dict[str, str], key: str) -> str | None:
+    """The kind of the innermost part holding `key`; None when none does (or a config)."""
+    end = len(key)
+    while end > 0:
+        kind = kinds.get(key[:end])
+        if kind is not None:
+            return None if kind == "config" else kind
+        end = key.rfind(".", 0, end)
+    kind = kinds.get("")
+    return None if kind in (None, "config") else kind
 
 
 def zero3_shapes(obj) -> dict[str, tuple[int, ...]]:

@@ -45,14 +45,16 @@ def weights_by_name(files) -> Component | None:
 
 
 def weights_component(fs: StateFiles, files, key_in=None, dcp: str | None = None,
-                      dcp_prefix: str = "model.") -> Component:
-    """Weights from safetensors names, torch pickles (count tensors) or a DCP folder."""
+                      dcp_prefix: str = "model.", dcp_kinds: dict | None = None) -> Component:
+    """Weights from safetensors names, torch pickles (count tensors) or a DCP folder (its
+    keys under `dcp_prefix`, or, given `dcp_kinds` (part path -> kind, read by content),
+    those in a weights part)."""
     files = tuple(files)
     if not files:
         return missing("weights", "no model weights here: this checkpoint cannot even "
                        "warm-start a run.")
     if dcp is not None:
-        return _weights_in_dcp(fs, files, dcp, dcp_prefix)
+        return _weights_in_dcp(fs, files, dcp, dcp_prefix, dcp_kinds)
     by_name = weights_by_name(files)
     if by_name is not None:
         return by_name
@@ -82,12 +84,20 @@ def weights_component(fs: StateFiles, files, key_in=None, dcp: str | None = None
     return Component("weights", OK, files, f"{n:,} model tensors in {name_list(files)}.", facts)
 
 
-def _weights_in_dcp(fs: StateFiles, files: tuple, dcp: str, prefix: str) -> Component:
+def _weights_in_dcp(fs: StateFiles, files: tuple, dcp: str, prefix: str,
+                    kinds: dict | None) -> Component:
     d = fs.dcp(dcp)
     bad = dcp_status("weights", files, d)
     if bad:
         return bad
-    n = sum(1 for k, e in d.entries.items() if e.kind == "tensor" and _is_model_key(k, prefix))
+    if kinds is not None:
+        from ckpt_browser.parts.tag import dcp_kind
+
+        n = sum(1 for k, e in d.entries.items()
+                if e.kind == "tensor" and dcp_kind(kinds, k) == "weights")
+    else:
+        n = sum(1 for k, e in d.entries.items()
+                if e.kind == "tensor" and _is_model_key(k, prefix))
     if not n:
         return missing("weights", f"the DCP checkpoint in {dcp or '.'} holds no model tensors.")
     return Component("weights", OK, files, f"{n:,} model tensors in DCP "

@@ -7,7 +7,7 @@ import os
 import re
 
 from ckpt_browser import limits
-from ckpt_browser.model import ERROR, WARNING, Component, Problem, natural_key
+from ckpt_browser.model import ERROR, WARNING, Component, Part, Problem, natural_key
 from ckpt_browser.parts.common import (
     OK,
     UNSAFE,
@@ -21,6 +21,7 @@ from ckpt_browser.parts.common import (
 )
 from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.parts.optimizer import optimizer_from_dcp
+from ckpt_browser.parts.tag import dcp_parts
 from ckpt_browser.parts.weights import weights_component
 from ckpt_browser.producers.base import Detection, Producer, Seen, listdir, rx, with_other
 from ckpt_browser.standins import DcpCheckpoint
@@ -61,22 +62,85 @@ def dcp_only(seen: Seen, framework: str = "dcp") -> Detection:
 
 
 def build_dcp(det: Detection, fs: StateFiles) -> Found:
+    """Each part where its content puts it (FileInfo.parts of the .metadata), under any key;
+    the prefixes torchtitan uses where the content says nothing."""
     out = Found()
     d = model_and_optimizer(det, fs, out)
     if d is None:
         return out
     files = det.files("weights")
+    parts = metadata_parts(fs, d)
     for kind, pre in (("scheduler", "lr_scheduler."), ("data", "dataloader."),
                       ("progress", "train_state.")):
-        vals = dcp_values(fs, d, pre)
+        found = [p for p in parts if p.kind == kind]
+        pre, vals = part_values(fs, d, [p.path for p in found], pre)
+        label = f"{pre}* keys" if pre else "keys"
         out.add(unsafe_items(kind, files, vals, pre) or (
-            Component(kind, OK, tuple(files), f"{pre}* keys in the DCP checkpoint: "
+            Component(kind, OK, tuple(files), f"{label} in the DCP checkpoint: "
                       f"{name_list(sorted(vals), 5)}.", {"keys": vals}) if vals else
             missing(kind, f"a plain DCP checkpoint with no {pre}* keys: which framework wrote it "
                     "is unknown, so this state is not found.")))
-    out.add(missing("rng", "DCP stores no RNG state unless the training script adds it."))
-    out.add(not_needed("scaler", "no grad-scaler keys in this DCP checkpoint."))
+        if kind == "progress":
+            out.step = _step(found, vals, pre)
+    out.add(rng_in_dcp(files, parts) or missing(
+        "rng", "DCP stores no RNG state unless the training script adds it."))
+    scalers = [p.path for p in parts if p.kind == "scaler"]
+    out.add(Component("scaler", OK, tuple(files), f"grad-scaler state in the DCP checkpoint: "
+                      f"{name_list(scalers, 5)}.", {"keys": scalers}) if scalers else
+            not_needed("scaler", "no grad-scaler keys in this DCP checkpoint."))
     return out
+
+
+def metadata_parts(fs: StateFiles, d: DcpCheckpoint) -> list[Part]:
+    """The parts classify found in the DCP metadata when it was read (FileInfo.parts); found
+    again from the metadata when this folder is not the checkpoint's own."""
+    ckpt = fs.ckpt
+    if ckpt is not None and os.path.abspath(ckpt.layout.root) == os.path.abspath(fs.root):
+        name = _metadata_name(d)
+        for f in ckpt.files:
+            if f.name == name and f.format == "dcp-metadata":
+                return list(f.parts)
+    return [Part(p.kind, p.path, p.what) for p in dcp_parts(d)]
+
+
+def part_kinds(parts: list[Part]) -> dict[str, str]:
+    """part path -> kind, the outermost first (tag.dcp_kind looks the innermost up)."""
+    return {p.path: p.kind for p in parts}
+
+
+def part_values(fs: StateFiles, d: DcpCheckpoint, roots: list[str], pre: str
+                ) -> tuple[str, dict]:
+    """(prefix, values) of the items in the parts at `roots`: under `pre` as before when they
+    all are (or there are none), under one part's prefix, or by full key."""
+    if not roots or all(r.startswith(pre) or r + "." == pre for r in roots):
+        return pre, dcp_values(fs, d, pre)
+    if len(roots) == 1 and roots[0] not in d.entries:
+        return roots[0] + ".", dcp_values(fs, d, roots[0] + ".")
+    inside = [k for k in d.entries if k in roots or k.startswith(tuple(r + "." for r in roots))]
+    return "", dcp_values(fs, d, "", inside)
+
+
+def _step(found: list[Part], values: dict, pre: str) -> int | None:
+    """The step a step counter part holds, when it is a plain int."""
+    for p in found:
+        v = values.get(p.path[len(pre):] if p.path.startswith(pre) else p.path)
+        if p.what.startswith("step") and type(v) is int:
+            return v
+    return None
+
+
+def rng_in_dcp(files, parts: list[Part]) -> Component | None:
+    """RNG state found by content (a torch.get_rng_state() tensor under any key), one entry
+    per state when several (per rank, per device)."""
+    rng = [p for p in parts if p.kind == "rng"]
+    if not rng:
+        return None
+    keys = [p.path for p in rng]
+    what = sorted({p.what for p in rng})
+    many = f"{len(rng)} RNG states" if len(rng) > 1 else "RNG state"
+    return Component("rng", OK, tuple(files), f"{many} in the DCP checkpoint: "
+                     f"{name_list(keys, 5)} ({'; '.join(what)}).",
+                     {"keys": keys, "states": len(rng), "what": what})
 
 
 def model_and_optimizer(det: Detection, fs: StateFiles, out: Found,
@@ -90,24 +154,27 @@ def model_and_optimizer(det: Detection, fs: StateFiles, out: Found,
         every_kind(out, lambda kind: Component(kind, bad.status, bad.files, bad.detail)
                    if kind != "rng" else rng)
         return None
-    # torchtitan, and dcp.save(model.state_dict()), keep model FQNs at top level, with no
-    # "model." prefix; dcp.save({"model": ...}) adds it
-    prefix = "model." if any(k.startswith("model.") for k in d.entries) else ""
-    out.add(weights_component(fs, files, dcp="", dcp_prefix=prefix))
-    out.add(optimizer_from_dcp(fs, files, "", "optimizer."))
+    # the weights and the optimizer where the content puts them: dcp.save({"model": ...,
+    # "optim": ...}), the DCP tutorial's {"app": {"model", "optim"}}, torchtitan's model FQNs
+    # at the top level; keys classify finds nothing for go by prefix (tag.DCP_PREFIXES)
+    parts = metadata_parts(fs, d)
+    out.add(weights_component(fs, files, dcp="", dcp_kinds=part_kinds(parts)))
+    opt = next((p.path for p in parts if p.kind == "optimizer"), "optimizer")
+    out.add(optimizer_from_dcp(fs, files, "", f"{opt}." if opt else ""))
     ranks = {m.group(1) for f in d.files if (m := DCP_DATA.match(f))}
     out.ranks = len(ranks) or None
     return d
 
 
-def dcp_values(fs: StateFiles, d: DcpCheckpoint, prefix: str) -> dict:
+def dcp_values(fs: StateFiles, d: DcpCheckpoint, prefix: str,
+               keys: list[str] | None = None) -> dict:
     """Items under `prefix`: non-tensor ones decoded when small and plain, tensors as labels.
     At most the dcp_items limit are decoded (each is a small zip and a pickle): READ_FIRST,
     then the shallowest keys (dp_world_size before dp_rank_7.state); the others keep their
     key, valued NOT_DECODED, and a warning counts them. Items in the same bytes are decoded
     once."""
     most = limits.LIMITS.dcp_items
-    keys = [k for k in d.entries if k.startswith(prefix)]
+    keys = [k for k in d.entries if k.startswith(prefix)] if keys is None else keys
     chosen = set(sorted(keys, key=lambda k: (k[len(prefix):] not in READ_FIRST, k.count("."),
                                              natural_key(k)))[:most])
     decoded: dict[tuple, object] = {}

@@ -20,7 +20,9 @@ from ckpt_browser.producers.dcp import (
     dcp_only,
     dcp_values,
     has_dcp,
+    metadata_parts,
     model_and_optimizer,
+    rng_in_dcp,
     unsafe_items,
 )
 from ckpt_browser.standins import DcpCheckpoint
@@ -81,7 +83,7 @@ def build_torchtitan(det: Detection, fs: StateFiles) -> Found:
     if det.step is not None and out.step is not None and out.step != det.step:
         out.problems.append(Problem(WARNING, None, f"train_state.step is {out.step} but the folder "
                                     f"is named step-{det.step}"))
-    out.add(_titan_rng())
+    out.add(rng_in_dcp(files, metadata_parts(fs, d)) or _titan_rng())  # a script's own
     out.add(not_needed("scaler", TITAN_SCALER))
     return out
 

@@ -210,3 +210,23 @@ def test_folder_that_cannot_be_listed(tmp_path):
     d = read_dcp(str(tmp_path / "nope"), "nope")
     assert d.problems[0].severity == ERROR
     assert d.problems[0].message.startswith("cannot list the DCP folder")
+
+
+def test_many_zero_dim_tensors_are_not_taken_for_a_pickle_bomb(tmp_path):
+    """Every optimizer `step` is a 0-dim tensor, so .metadata pickles torch.Size([]) once per
+    parameter; each rebuilds into the one empty tuple, which must not count as nesting deeper
+    each time (60 layers of AdamW read as a pickle bomb, and the checkpoint as damaged)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model = torch.nn.Sequential(*(torch.nn.Linear(2, 2) for _ in range(60)))
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.randn(1, 2)).sum().backward()
+    opt.step()
+    weights, optim = get_state_dict(model, opt)
+    dcp.save({"model": weights, "optim": optim}, checkpoint_id=str(tmp_path / "ck"),
+             no_dist=True)
+    d = read_dcp(str(tmp_path / "ck"), "ck")
+    assert by_severity(d, ERROR) == [] and by_severity(d, WARNING) == []
+    steps = [k for k in d.entries if k.endswith(".step")]
+    assert len(steps) == 120 and all(d.entries[k].shape == () for k in steps)

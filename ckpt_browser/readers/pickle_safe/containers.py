@@ -229,7 +229,9 @@ class Containers(Hashing):
             self.note(f"values nested deeper than {self._max_depth} levels were elided "
                       "(pickle bomb?)")
             return elided()
-        if depth > 1:
+        # the empty tuple is one object everywhere (torch.Size([]) rebuilds into it): it holds
+        # nothing, so it never counts as nested, or each use would nest the next one deeper
+        if depth > 1 and obj != ():
             self._depth[id(obj)] = depth
             self._pins.append(obj)
         return obj

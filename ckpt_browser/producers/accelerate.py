@@ -1,6 +1,9 @@
 """accelerate's save_state folders: `checkpoint_N` counts saves (automatic naming), its
-examples name them `step_N` or `epoch_N` (`accelerator.py` save_state)."""
+examples name them `step_N` or `epoch_N` (`accelerator.py` save_state).
 
+Read by `build_accelerate`: model/optimizer/scheduler .bin files, random_states_*.pkl,
+an optional StatefulDataLoader state and the script's own registered objects.
+"""
 
 from __future__ import annotations
 

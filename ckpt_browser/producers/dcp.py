@@ -1,5 +1,8 @@
-"""torch DCP folders (`.metadata` + `__R_N.distcp`), alone or nested by other frameworks."""
+"""torch DCP folders (`.metadata` + `__R_N.distcp`), alone or nested by other frameworks.
 
+Read by `build_dcp`: non-tensor items (steps, loader state) are small torch.save zips,
+decoded with the safe reader.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""DeepSpeed engine checkpoints: a `latest` marker naming a tag folder of *_states.pt files."""
+"""DeepSpeed engine checkpoints: a `latest` marker naming a tag folder of *_states.pt files.
 
+Read by `build_deepspeed`, alone or inside HF Trainer / accelerate / Lightning folders.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""The HF Trainer's `checkpoint-N` folders (transformers `trainer.py`, PREFIX_CHECKPOINT_DIR)."""
+"""The HF Trainer's `checkpoint-N` folders (transformers `trainer.py`, PREFIX_CHECKPOINT_DIR).
 
+Read by `build_hf`: trainer_state.json, training_args.bin and per-rank RNG beside the
+weights, optimizer and scheduler files, or a nested FSDP / DeepSpeed save.
+"""
 
 from __future__ import annotations
 

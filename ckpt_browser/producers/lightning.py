@@ -1,7 +1,10 @@
 """Lightning: `epoch=E-step=S.ckpt` files (`-vN` on a clash, and `last.ckpt`), or `.ckpt`
 folders, FSDP sharded (DCP + meta.pt) or DeepSpeed (tag `checkpoint`)
-(`callbacks/model_checkpoint.py`)."""
+(`callbacks/model_checkpoint.py`).
 
+Read by `build_lightning`: progress and data position live in loops.fit_loop; Lightning never
+saves RNG state.
+"""
 
 from __future__ import annotations
 

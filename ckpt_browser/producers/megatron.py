@@ -1,6 +1,9 @@
 """Megatron-LM: a tracker file naming iter_NNNNNNN, in the legacy torch or a DCP-based format
-(`megatron/training/checkpointing.py`)."""
+(`megatron/training/checkpointing.py`).
 
+Read by `build_megatron`: model_optim_rng.pt per model-parallel rank in the legacy format;
+DCP keys plus common.pt or a common_state object in dist checkpointing.
+"""
 
 from __future__ import annotations
 

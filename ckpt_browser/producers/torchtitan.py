@@ -1,4 +1,8 @@
-"""torchtitan: `step-N` folders, DCP by default or HF safetensors when it saves for export."""
+"""torchtitan: `step-N` folders, DCP by default or HF safetensors when it saves for export.
+
+Read by `build_torchtitan`: model and optimizer through the DCP producer's readers, its
+own lr_scheduler.*, dataloader.* and train_state.* keys.
+"""
 
 from __future__ import annotations
 

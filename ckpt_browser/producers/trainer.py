@@ -3,6 +3,9 @@ one rule each (hf_trainer.py, accelerate.py) read by the code here.
 
 Both may nest FSDP DCP folders and a DeepSpeed tag folder (FORMATS.md "HF Trainer",
 "accelerate").
+
+Where both keep weights and optimizer (`weights_sources`, `optimizer_sources`): plain
+files, an FSDP DCP folder, or a nested DeepSpeed tag.
 """
 
 from __future__ import annotations

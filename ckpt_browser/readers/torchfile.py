@@ -66,6 +66,9 @@ _END_RECORD = zipfile._EndRecData  # type: ignore[attr-defined]
 _ECD_SIZE: int = zipfile._ECD_SIZE  # type: ignore[attr-defined]
 
 
+# what torch.save(model) pickles of an nn.Module, in the order state_dict() reads them
+MODULE_RECORDS = ("_parameters", "_buffers", "_modules")
+
 _CACHE: OrderedDict[tuple, PickleFile] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 CACHED_FILES = 8  # a folder of a run's checkpoints is read to order it, then one is opened
@@ -153,8 +156,24 @@ def _children(node) -> Sequence[tuple[str, Any]]:
         if node.qualname.startswith("__torch__.") and node.state is not None \
                 and type(node.state) is not dict:  # a scripted __getstate__'s tuple
             return kids + [("state", node.state)]
-        return kids + list(node.fields.items())
+        fields = node.fields
+        if not node.qualname.startswith("__torch__.") and any(
+                type(fields.get(r)) is dict for r in MODULE_RECORDS):
+            return kids + _module_children(fields)
+        return kids + list(fields.items())
     return ()
+
+
+def _module_children(fields: dict) -> list[tuple[str, Any]]:
+    """A pickled nn.Module (torch.save(model)): its tensors under the names its state_dict()
+    gives them (`0.weight`, not `_modules.0._parameters.weight`): the records' entries take
+    their place, parameters, then buffers, then submodules, as state_dict() orders them."""
+    kids = [(str(k), v) for k, v in fields.items() if k not in MODULE_RECORDS]
+    for record in MODULE_RECORDS:
+        entries = fields.get(record)
+        if type(entries) is dict:
+            kids += [(str(k), v) for k, v in entries.items() if v is not None]
+    return kids
 
 
 def tensor_bytes(pf: PickleFile, t: TensorRef) -> tuple[int, tuple[int, int] | None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import random
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from ckpt_browser.analysis.opened import open_path
 from ckpt_browser.analysis.resume import resume_report
 from ckpt_browser.parts.classify import classify, component_at
 from ckpt_browser.readers.torchfile import read_pickle_file
+
+from .helpers import run_cli
 
 optim = torch.optim
 S = torch.optim.lr_scheduler
@@ -762,29 +765,14 @@ def test_ema_only_is_a_warning(tmp_path):
     assert report.verdict == "inexact"
 
 
-def module_tensor_paths(module: nn.Module, prefix: str = "") -> dict[str, str]:
-    """torch.save(model) pickles the module's __dict__: _parameters, _buffers, _modules.
-    Returns pickle path -> state_dict name."""
-    out = {}
-    for name, p in module._parameters.items():
-        if p is not None:
-            out[f"{prefix}_parameters.{name}"] = name
-    for name, b in module._buffers.items():
-        if b is not None:
-            out[f"{prefix}_buffers.{name}"] = name
-    for child_name, child in module._modules.items():
-        inner = module_tensor_paths(child, f"{prefix}_modules.{child_name}.")
-        out.update({k: f"{child_name}.{v}" for k, v in inner.items()})
-    return out
-
-
 def test_whole_module_pickle(tmp_path):
-    """torch.save(model): a class record whose tensors sit in _parameters / _buffers."""
+    """torch.save(model): a class record whose tensors sit in _parameters / _buffers /
+    _modules, listed under the names model.state_dict() gives them, in its order."""
     model = bn_model()
     path = save(tmp_path, model)
-    want = module_tensor_paths(model)
-    assert sorted(want.values()) == sorted(model.state_dict())
-    assert tags(path) == {p: "weights" for p in want}
+    assert tags(path) == {name: "weights" for name in model.state_dict()}
+    names = [t.name for t in open_path(str(path)).checkpoint.files[0].tensors]
+    assert names == list(model.state_dict())
     c = weights_component(path)
     cls = f"{type(model).__module__}.{type(model).__qualname__}"
     assert cls in c.facts["classes"]
@@ -792,6 +780,22 @@ def test_whole_module_pickle(tmp_path):
     report = resume_report(str(path))
     assert report.verdict == "weights-only"
     assert any(cls in f.message for f in findings(report, "weights"))
+
+
+def test_a_whole_module_is_compared_and_read_by_its_state_dict_names(tmp_path):
+    """diff pairs torch.save(model) with torch.save(model.state_dict()) tensor by tensor,
+    and stats takes the name diff prints."""
+    model = bn_model()
+    whole = save(tmp_path, model, "whole.pt")
+    sd = save(tmp_path, model.state_dict(), "sd.pt")
+    result = run_cli("diff", str(whole), str(sd), "--values", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    rows = {t["name"]: t["status"] for t in doc["tensors"]}
+    assert rows == {name: "unchanged" for name in model.state_dict()}
+    weight = model.state_dict()["0.weight"]
+    stats = json.loads(run_cli("stats", str(whole), "0.weight", "--json").stdout)["tensors"][0]
+    assert (stats["min"], stats["max"]) == (weight.min().item(), weight.max().item())
 
 
 class Tied(nn.Module):

@@ -61,6 +61,23 @@ async def test_n_and_N_walk_the_matches_in_tree_order_and_wrap(sample_app):
         assert cursor_name(app) == expected[0]
 
 
+async def test_n_twice_before_the_tree_redraws_walks_two_matches(sample_app):
+    """Over a slow SSH link two n's can arrive before the tree has laid out the first jump
+    (the cursor moves after the next layout): the second n goes on from the first's target,
+    not from the cursor still on the old match, which read as moved by hand."""
+    app = sample_app()
+    expected = matches_in_tree_order("proj")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(app, pilot)
+        await search(pilot, app, "proj")
+        screen = app.screen
+        screen.action_next_match()
+        screen.action_next_match()  # no layout in between
+        await settle(app, pilot)
+        assert cursor_name(app) == expected[2]
+        assert f"match 3/{len(expected)}" in plain(app.query_one(Summary))
+
+
 async def test_n_goes_on_from_where_the_cursor_was_moved(sample_app):
     app = sample_app()
     expected = matches_in_tree_order("proj")

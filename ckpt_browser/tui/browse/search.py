@@ -36,7 +36,8 @@ class Search:
                 if tree.mode == "state" else "no tensor matches"
             self.notify(f"n / N jump between matching tensors; {words}.", timeout=4)
             return
-        here = tree.path_of(tree.cursor_node) if tree.cursor_node is not None else ()
+        node = tree.heading_to  # a jump not yet laid out is where the cursor is
+        here = tree.path_of(node) if node is not None else ()
         at = model.match_at if model.match_at is not None else (-1 if step > 0 else 0)
         if here in paths and paths[at % len(paths)] != here:
             at = paths.index(here)  # the cursor was moved by hand: go on from there

@@ -64,6 +64,7 @@ class CheckpointTree(Tree[Ref]):
         self.guide_depth = 2
         self._shard_nodes: dict = {}
         self._widths: dict[int, tuple[int, int, int, int]] = {}  # parent node id -> column widths
+        self._heading = None  # the node a move after the next layout goes to (heading_to)
 
     # -- tensor rows as columns ------------------------------------------------------------
     def render_label(self, node, base_style, style):
@@ -279,8 +280,21 @@ class CheckpointTree(Tree[Ref]):
         return node
 
     def _move_when_laid_out(self, node) -> None:
-        # A node's line is known only after the tree re-lays out (just rebuilt or expanded).
-        self.call_after_refresh(self.move_cursor, node)
+        # A node's line is known only after the tree re-lays out (just rebuilt or expanded);
+        # until then `heading_to` says where the cursor is going
+        self._heading = node
+
+        def move() -> None:
+            if self._heading is node:
+                self._heading = None
+            self.move_cursor(node)
+
+        self.call_after_refresh(move)
+
+    @property
+    def heading_to(self):
+        """The node the cursor is about to move to, else the one it is on."""
+        return self._heading if self._heading is not None else self.cursor_node
 
     # -- actions -------------------------------------------------------------
     def action_expand_node(self) -> None:

@@ -147,12 +147,27 @@ def _scalers_inside(f: dict, path: str, out: list[Found]) -> None:
             out.append(Found("scaler", _join(path, k), v, "fairseq loss scale"))
 
 
+def kinds_of(parts) -> dict[str, str]:
+    """Part path -> kind, for `innermost`; the first part found at a path wins."""
+    kinds: dict[str, str] = {}
+    for p in parts:
+        kinds.setdefault(p.path, p.kind)
+    return kinds
+
+
+def innermost(kinds: dict[str, str], path: str) -> str | None:
+    """The kind of the innermost part holding `path` (`kinds_of`); None when none does, or
+    when it is settings ("config"). A lookup per level of the path, whatever the parts."""
+    end = len(path)
+    while end > 0:
+        kind = kinds.get(path[:end])
+        if kind is not None:
+            return None if kind == "config" else kind
+        end = path.rfind(".", 0, end)
+    kind = kinds.get("")
+    return None if kind in (None, "config") else kind
+
+
 def component_at(parts: list[Found], path: str) -> str:
     """The kind of the innermost part holding `path` ("other" when none does)."""
-    best, depth = "other", -1
-    for p in parts:
-        if p.path == "" or path == p.path or path.startswith(p.path + "."):
-            d = len(p.path)
-            if d > depth:
-                best, depth = p.kind, d
-    return "other" if best == "config" else best
+    return innermost(kinds_of(parts), path) or "other"

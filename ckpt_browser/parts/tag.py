@@ -16,7 +16,7 @@ import os
 from dataclasses import replace
 
 from ckpt_browser.model import FileInfo, Layout, Part
-from ckpt_browser.parts.classify import classify, component_at
+from ckpt_browser.parts.classify import classify, innermost, kinds_of
 from ckpt_browser.parts.signatures import UNREAD, rng_leaf
 from ckpt_browser.readers.files import PICKLE_FORMATS
 from ckpt_browser.standins import DcpCheckpoint, PickleFile, TensorRef
@@ -39,7 +39,9 @@ def tag_files(layout: Layout, files: list[FileInfo]) -> list[FileInfo]:
 def tag_file(layout: Layout, f: FileInfo) -> FileInfo:
     if f.format in PICKLE_FORMATS and isinstance(f.source, PickleFile) and f.source.obj is not None:
         found = classify(f.source.obj)
-        tensors = tuple(t._replace(component=component_at(found, t.name)) for t in f.tensors)
+        kinds = kinds_of(found)
+        tensors = tuple(t._replace(component=innermost(kinds, t.name) or "other")
+                        for t in f.tensors)
         shapes = zero3_shapes(f.source.obj)
         if shapes:
             tensors = _unplaceholder(f.name, tensors, shapes)
@@ -51,7 +53,7 @@ def tag_file(layout: Layout, f: FileInfo) -> FileInfo:
     if f.format == "dcp-metadata":
         owner = _dcp_owner(layout, f.name)
         found = dcp_parts(f.source) if isinstance(f.source, DcpCheckpoint) else []
-        kinds = {p.path: p.kind for p in found}
+        kinds = kinds_of(found)
         return replace(f, tensors=tuple(t._replace(component=owner or dcp_kind(kinds, t.name))
                                         for t in f.tensors),
                        parts=tuple(Part(p.kind, p.path, p.what) for p in found))
@@ -99,18 +101,6 @@ def dcp_skeleton(d: DcpCheckpoint) -> dict:
         if type(node) is dict and key[start:] not in node:  # a clash of a leaf and a subtree
             node[key[start:]] = ref                         # keeps the first; the table names
     return root                                             # the other
-
-
-def innermost(kinds: dict[str, str], key: str) -> str | None:
-    """The kind of the innermost part holding `key`; None when none does (or a config)."""
-    end = len(key)
-    while end > 0:
-        kind = kinds.get(key[:end])
-        if kind is not None:
-            return None if kind == "config" else kind
-        end = key.rfind(".", 0, end)
-    kind = kinds.get("")
-    return None if kind in (None, "config") else kind
 
 
 def zero3_shapes(obj) -> dict[str, tuple[int, ...]]:

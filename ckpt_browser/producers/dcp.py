@@ -11,6 +11,7 @@ import re
 
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, WARNING, Component, Part, Problem, natural_key
+from ckpt_browser.parts.classify import kinds_of
 from ckpt_browser.parts.common import (
     OK,
     UNSAFE,
@@ -68,11 +69,11 @@ def build_dcp(det: Detection, fs: StateFiles) -> Found:
     """Each part where its content puts it (FileInfo.parts of the .metadata), under any key;
     the prefixes torchtitan uses where the content says nothing."""
     out = Found()
-    d = model_and_optimizer(det, fs, out)
-    if d is None:
+    read = model_and_optimizer(det, fs, out)
+    if read is None:
         return out
+    d, parts = read
     files = det.files("weights")
-    parts = metadata_parts(fs, d)
     for kind, pre in (("scheduler", "lr_scheduler."), ("data", "dataloader."),
                       ("progress", "train_state.")):
         found = [p for p in parts if p.kind == kind]
@@ -104,11 +105,6 @@ def metadata_parts(fs: StateFiles, d: DcpCheckpoint) -> list[Part]:
             if f.name == name and f.format == "dcp-metadata":
                 return list(f.parts)
     return [Part(p.kind, p.path, p.what) for p in dcp_parts(d)]
-
-
-def part_kinds(parts: list[Part]) -> dict[str, str]:
-    """part path -> kind, the outermost first (tag.dcp_kind looks the innermost up)."""
-    return {p.path: p.kind for p in parts}
 
 
 def part_values(fs: StateFiles, d: DcpCheckpoint, roots: list[str], pre: str
@@ -147,8 +143,10 @@ def rng_in_dcp(files, parts: list[Part]) -> Component | None:
 
 
 def model_and_optimizer(det: Detection, fs: StateFiles, out: Found,
-                        rng: Component | None = None) -> DcpCheckpoint | None:
-    """Weights, optimizer and rank count; None (all seven filled) when the folder is unusable."""
+                        rng: Component | None = None
+                        ) -> tuple[DcpCheckpoint, list[Part]] | None:
+    """Weights, optimizer and rank count, and (the checkpoint, the parts in its metadata) for
+    the rest; None (all seven filled) when the folder is unusable."""
     files = det.files("weights")
     d = fs.dcp("")
     bad = dcp_status("weights", files, d)
@@ -161,12 +159,12 @@ def model_and_optimizer(det: Detection, fs: StateFiles, out: Found,
     # "optim": ...}), the DCP tutorial's {"app": {"model", "optim"}}, torchtitan's model FQNs
     # at the top level; keys classify finds nothing for go by prefix (tag.DCP_PREFIXES)
     parts = metadata_parts(fs, d)
-    out.add(weights_component(fs, files, dcp="", dcp_kinds=part_kinds(parts)))
+    out.add(weights_component(fs, files, dcp="", dcp_kinds=kinds_of(parts)))
     opt = next((p.path for p in parts if p.kind == "optimizer"), "optimizer")
     out.add(optimizer_from_dcp(fs, files, "", f"{opt}." if opt else ""))
     ranks = {m.group(1) for f in d.files if (m := DCP_DATA.match(f))}
     out.ranks = len(ranks) or None
-    return d
+    return d, parts
 
 
 def dcp_values(fs: StateFiles, d: DcpCheckpoint, prefix: str,

@@ -24,7 +24,6 @@ from ckpt_browser.producers.dcp import (
     dcp_only,
     dcp_values,
     has_dcp,
-    metadata_parts,
     model_and_optimizer,
     rng_in_dcp,
     unsafe_items,
@@ -63,9 +62,10 @@ def build_torchtitan(det: Detection, fs: StateFiles) -> Found:
         out.add(_titan_rng())
         out.add(not_needed("scaler", TITAN_SCALER))
         return out
-    d = model_and_optimizer(det, fs, out, _titan_rng())
-    if d is None:
+    read = model_and_optimizer(det, fs, out, _titan_rng())
+    if read is None:
         return out
+    d, parts = read
     files = det.files("weights")
     sched = dcp_values(fs, d, "lr_scheduler.")
     out.add(unsafe_items("scheduler", files, sched, "lr_scheduler.") or (
@@ -87,7 +87,7 @@ def build_torchtitan(det: Detection, fs: StateFiles) -> Found:
     if det.step is not None and out.step is not None and out.step != det.step:
         out.problems.append(Problem(WARNING, None, f"train_state.step is {out.step} but the folder "
                                     f"is named step-{det.step}"))
-    out.add(rng_in_dcp(files, metadata_parts(fs, d)) or _titan_rng())  # a script's own
+    out.add(rng_in_dcp(files, parts) or _titan_rng())  # a script's own
     out.add(not_needed("scaler", TITAN_SCALER))
     return out
 

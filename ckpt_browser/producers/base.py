@@ -106,9 +106,10 @@ class Producer:
     # world_checks(ts, components, n): resuming on n processes (--world-size)
     world_checks: Callable[[TrainingState, dict[str, Component], int], list[Finding]] | None \
         = None
-    # scheduler_at(ts, key, value): where its resume expects the LR scheduler's counter `key`
-    # (last_epoch ...) to be, and why, e.g. (120, "global step 120"); None: no expectation
-    scheduler_at: Callable[[TrainingState, str, int], tuple[int, str] | None] | None = None
+    # scheduler_at(ts, last_epoch): where its resume expects the LR scheduler's last_epoch to
+    # be, and why, e.g. (120, "global step 120"); None: no expectation. Asked only of the
+    # checkpoint's own producer, with its step known.
+    scheduler_at: Callable[[TrainingState, int], tuple[int, str] | None] | None = None
     # per_epoch(ts, value): its schedulers step once per epoch, and `value` is that count
     per_epoch: Callable[[TrainingState, int], bool] | None = None
     weights_only: bool = False  # it writes weights and never training state (safetensors)
@@ -195,6 +196,11 @@ def facts_of(ts: TrainingState, kind: str) -> dict:
     """A component's facts, when they still describe what is on disk (ok or incomplete)."""
     c = ts.components.get(kind)
     return c.facts if c is not None and c.status in ("ok", "incomplete") else {}
+
+
+def per_update(ts: TrainingState, last_epoch: int) -> tuple[int, str]:
+    """scheduler_at of a producer that steps the scheduler once per optimizer update."""
+    return ts.step or 0, f"global step {ts.step}"
 
 
 MAX_LISTED = 8  # missing ranks named one finding each; the rest counted in one

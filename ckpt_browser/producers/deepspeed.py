@@ -375,12 +375,10 @@ def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -
         "\"checkpoint\": {\"load_universal\": true}; without that only the weights load "
         "(load_module_only), a warm start.")]
 
-def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | None:
+def _scheduler_at(ts: TrainingState, last_epoch: int) -> tuple[int, str]:
     """The engine steps its scheduler once per update it did not skip (fp16 overflow)."""
-    if ts.framework != "deepspeed" or key != "last_epoch" or ts.step is None:
-        return None
     skipped = as_int(facts_of(ts, "progress").get("skipped_steps")) or 0
-    return ts.step - skipped, f"global step {ts.step} less {skipped} skipped"
+    return (ts.step or 0) - skipped, f"global step {ts.step} less {skipped} skipped"
 
 
 DEEPSPEED = Producer("deepspeed", _claims, _roles, STEPS,

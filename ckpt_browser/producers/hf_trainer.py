@@ -29,7 +29,7 @@ from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.parts.rng import RANK_IN_NAME, add_rng
 from ckpt_browser.parts.scaler import fp16_scaler_missing, scaler_file
 from ckpt_browser.parts.scheduler import scheduler_component
-from ckpt_browser.producers.base import NOT_EXACT, Detection, Producer, rx, step_name
+from ckpt_browser.producers.base import NOT_EXACT, Detection, Producer, per_update, rx, step_name
 from ckpt_browser.producers.deepspeed import deepspeed_parts, ds_scaler, ds_scheduler
 from ckpt_browser.producers.trainer import TrainerRule, optimizer_sources, weights_sources
 from ckpt_browser.standins import HugeInt
@@ -229,17 +229,11 @@ def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -
                     f"those it trains on next differ from the original run; {NOT_EXACT}.")]
 
 
-def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | None:
-    """The Trainer steps the scheduler once per optimizer update."""
-    if ts.framework != "hf-trainer" or key != "last_epoch" or ts.step is None:
-        return None
-    return ts.step, f"global step {ts.step}"
-
 HF_TRAINER = Producer("hf-trainer", RULE.signed, RULE.roles_of,
                       (step_name("checkpoint-N", r"checkpoint-(\d+)"),),
                       rank_names=re.compile(r"^rng_state_(\d+)\.pth$"),
                       rng_file=lambda rank, n: "rng_state.pth" if n == 1 else
                       f"rng_state_{rank}.pth",
                       build=build_hf, world_checks=_world_checks,
-                      scheduler_at=_scheduler_at,
+                      scheduler_at=per_update,
                       marks=("trainer_state.json",))

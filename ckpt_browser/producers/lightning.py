@@ -269,12 +269,12 @@ def _per_epoch(ts: TrainingState, value: int) -> bool:
     """Lightning steps schedulers per epoch by default: a last_epoch at the epoch count is
     that convention, not a lag."""
     epochs = as_int(facts_of(ts, "progress").get("epochs_completed"))
-    return ts.framework == "lightning" and epochs is not None and value in (epochs, epochs + 1)
+    return epochs is not None and value in (epochs, epochs + 1)
 
 
-def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | None:
+def _scheduler_at(ts: TrainingState, last_epoch: int) -> tuple[int, str] | None:
     """Stepped per optimizer step (interval="step"), unless it steps per epoch."""
-    if ts.framework != "lightning" or key != "last_epoch" or _per_epoch(ts, value):
+    if _per_epoch(ts, last_epoch):
         return None
     steps = as_int(facts_of(ts, "progress").get("optimizer_steps"))
     return (steps, f"{steps} optimizer steps") if steps is not None else None

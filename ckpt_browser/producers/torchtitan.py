@@ -19,7 +19,15 @@ from ckpt_browser.parts.common import (
 )
 from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.parts.weights import weights_component
-from ckpt_browser.producers.base import NOT_EXACT, Detection, Producer, Seen, rx, step_name
+from ckpt_browser.producers.base import (
+    NOT_EXACT,
+    Detection,
+    Producer,
+    Seen,
+    per_update,
+    rx,
+    step_name,
+)
 from ckpt_browser.producers.dcp import (
     dcp_only,
     dcp_values,
@@ -138,14 +146,8 @@ def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -
                     f"beginning, so {NOT_EXACT}.")]
 
 
-def _scheduler_at(ts: TrainingState, key: str, value: int) -> tuple[int, str] | None:
-    """torchtitan steps the scheduler once per optimizer update."""
-    if ts.framework != "torchtitan" or key != "last_epoch" or ts.step is None:
-        return None
-    return ts.step, f"global step {ts.step}"
-
 TORCHTITAN = Producer("torchtitan", _claims, _roles,
                       (step_name("step-N", r"step-(\d+)"),),  # components/checkpoint.py
                       build=build_torchtitan, world_checks=_world_checks,
-                      scheduler_at=_scheduler_at,
+                      scheduler_at=per_update,
                       nests=("checkpoint",))

@@ -375,7 +375,9 @@ def _expected_position(t: TrainingState) -> tuple[int, str] | None:
     if key == "last_batch_iteration":
         return t.step - skipped - 1, f"global step {t.step} (it counts from -1)"
     producer = BY_ID.get(t.framework)
-    return producer.scheduler_at(t, key, value) if producer and producer.scheduler_at else None
+    if key != "last_epoch" or producer is None or producer.scheduler_at is None:
+        return None
+    return producer.scheduler_at(t, value)
 
 
 # --- flags ----------------------------------------------------------------------------------------

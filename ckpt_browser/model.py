@@ -216,9 +216,9 @@ class Layout:
     dcp: tuple[str, ...] = ()  # DCP folders, relative to root ("" the root itself)
     detection: object = None  # what the file and folder names say (producers.base.Detection)
     shown_as: str = ""  # how screens name it when not by its path (the bundled sample)
-    # files named for one rank by their producer (or on a folder named so): read in full only
-    # up to limits.rank_files
-    per_rank: frozenset[str] = frozenset()
+    # how producers name a file (or a folder on its path) for one rank: such files are read in
+    # full only up to limits.rank_files (re.Patterns, Producer.rank_names)
+    rank_names: tuple = ()
 
     @cached_property
     def shard_names(self) -> frozenset[str]:

@@ -25,14 +25,12 @@ from ckpt_browser.readers.walk import Listing, list_folder, loops_back
 
 INDEX_SUFFIX = ".safetensors.index.json"
 PREFERRED_INDEX = "model.safetensors.index.json"
+RANK_NAMES = tuple(p.rank_names for p in PRODUCERS if p.rank_names is not None)
 
 
 def open_layout(path: str) -> Layout:
     """Resolve a path; raise CheckpointError when nothing there is readable."""
-    layout = _open_layout(path)
-    names = tuple(p.rank_names for p in PRODUCERS if p.rank_names is not None)
-    layout = replace(layout, per_rank=frozenset(
-        f for f in layout.files if any(rx.match(part) for part in f.split("/") for rx in names)))
+    layout = replace(_open_layout(path), rank_names=RANK_NAMES)
     walked = _run_problems(path, layout)
     if walked:
         layout = replace(layout, problems=tuple(dict.fromkeys(layout.problems + walked)))

@@ -55,7 +55,7 @@ def iter_files(layout: Layout, cancel: threading.Event | None = None,
     A DCP folder yields its .metadata and every rank file together."""
     pending: list[FileInfo] = []
     shards = set(layout.shards)
-    bound = _Bound(layout.per_rank)
+    bound = _Bound(layout.rank_names)
     for name in reading_order(layout):
         if cancel is not None and cancel.is_set():
             return
@@ -80,13 +80,14 @@ class _Bound:
     each read costs up to milliseconds), and how many per-rank files; past either limit a
     file is only listed, and the first one says so (its why, else None)."""
 
-    def __init__(self, per_rank: frozenset[str] = frozenset()) -> None:
-        self.per_rank = per_rank  # Layout.per_rank
+    def __init__(self, rank_names: tuple = ()) -> None:
+        self.rank_names = rank_names  # Layout.rank_names
         self.read = self.ranks = 0
         self.told: set[str] = set()
 
     def over(self, name: str) -> str | None:
-        lim, rank = limits.LIMITS, name in self.per_rank
+        lim = limits.LIMITS
+        rank = any(rx.match(part) for part in name.split("/") for rx in self.rank_names)
         if self.read >= lim.other_files:
             return self._once("other_files", f"{lim.other_files:,} files besides the shards")
         if rank and self.ranks >= lim.rank_files:

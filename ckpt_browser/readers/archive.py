@@ -11,14 +11,12 @@ named, not read: what they mean is their producer's to say.
 
 from __future__ import annotations
 
-import io
 import zipfile
 from dataclasses import replace
 
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, Problem
-from ckpt_browser.readers.export import Window
-from ckpt_browser.readers.zipentries import read_member
+from ckpt_browser.readers.export import read_member_file
 from ckpt_browser.standins import PickleFile
 
 TORCH_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt", ".tar")
@@ -40,30 +38,26 @@ def read_archive(f, zf: zipfile.ZipFile, name: str, size: int, locate, read_file
     problems: list[Problem] = []
     unsafe: dict = {}
     members = [i for i in zf.infolist() if not i.is_dir()]
-    read = 0
-    tensors: list = []
-    for info in members:
-        key = _key(info.filename)
-        if info.filename.endswith(TORCH_SUFFIXES):
-            if read == lim.zip_pickles:
-                problems.append(Problem(ERROR, name, f"more than {lim.zip_pickles:,} torch "
-                                        f"files inside (e.g. {info.filename}): the rest are not "
-                                        "checked; they could run code when loaded"))
-            read += 1
-            if read > lim.zip_pickles:
-                continue
-            got, start = _read(f, zf, info, name, locate, read_file)
-            for p in got.problems:
-                problems.append(replace(p, file=name, message=f"{info.filename}: {p.message}"))
-            unsafe.update(dict.fromkeys(got.unsafe))
-            obj[key] = got.obj
-            tensors += list(_tensors(got, key, info.filename, start, storages))
-    torch_files = sum(1 for i in members if i.filename.endswith(TORCH_SUFFIXES))
+    torch_files = [i for i in members if i.filename.endswith(TORCH_SUFFIXES)]
     others = [i.filename for i in members if not i.filename.endswith(TORCH_SUFFIXES)]
+    tensors: list = []
+    for n, info in enumerate(torch_files):
+        if n == lim.zip_pickles:
+            problems.append(Problem(ERROR, name, f"more than {lim.zip_pickles:,} torch files "
+                                    f"inside (e.g. {info.filename}): the rest are not checked; "
+                                    "they could run code when loaded"))
+            break
+        key = _key(info.filename)
+        got, start = _read(f, zf, info, name, locate, read_file)
+        for p in got.problems:
+            problems.append(replace(p, file=name, message=f"{info.filename}: {p.message}"))
+        unsafe.update(dict.fromkeys(got.unsafe))
+        obj[key] = got.obj
+        tensors += _tensors(got, key, info.filename, start, storages)
     shown = f": {', '.join(others[:6])}{' ...' if len(others) > 6 else ''}" if others else ""
-    problems.append(Problem(INFO, name, f"an archive of {torch_files} torch file(s), each read "
-                            f"on its own and none loaded, and {len(others)} other member(s), "
-                            f"not read{shown}"))
+    problems.append(Problem(INFO, name, f"an archive of {len(torch_files)} torch file(s), each "
+                            f"read on its own and none loaded, and {len(others)} other "
+                            f"member(s), not read{shown}"))
     return PickleFile(name=name, kind="torch-zip", obj=obj, tensors=tuple(tensors), size=size,
                       storages=storages, unsafe=tuple(unsafe), problems=tuple(problems))
 
@@ -76,18 +70,9 @@ def _key(member: str) -> str:
 
 
 def _read(f, zf, info: zipfile.ZipInfo, name: str, locate, read_file):
-    lim = limits.LIMITS
+    """The member's PickleFile, and where its data starts in the archive when stored."""
     where = locate(info) if info.compress_type == zipfile.ZIP_STORED else None
-    if where is None:  # compressed: in memory, within the pickle cap
-        if info.file_size > lim.pickle_bytes:
-            return PickleFile(name, "pickle", problems=(Problem(
-                ERROR, name, f"{info.file_size:,} bytes compressed in the archive, over the "
-                f"{lim.pickle_bytes:,}-byte limit; not read ({limits.env('pickle_bytes')} raises "
-                "it); it could run code when loaded"),)), None
-        data = read_member(zf, info, lim.pickle_bytes)
-        return read_file(io.BytesIO(data), name, len(data), nested="torch"), None
-    window = io.BufferedReader(Window(f, where[0], where[1]), 1024)
-    return read_file(window, name, where[1], nested="torch"), where[0]
+    return read_member_file(f, zf, info, name, where, read_file), where[0] if where else None
 
 
 def _tensors(got: PickleFile, key: str, member: str, start: int | None, storages: dict):

@@ -222,24 +222,33 @@ def _pickled(a: _Archive, info: zipfile.ZipInfo, how: str, what: str, prefix: st
 
 
 def _read(a: _Archive, info: zipfile.ZipInfo, how: str) -> PickleFile:
+    where = a.locate(info) if info.compress_type == zipfile.ZIP_STORED else None
+    return read_member_file(a.f, a.zf, info, a.name, where, a.read_file, how)
+
+
+def read_member_file(f, zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, where,
+                     read_file, how: str = "torch") -> PickleFile:
+    """A torch file (or, `how` "pickle", a plain pickle) inside a zip, read, never loaded:
+    through a window into the zip when `where` (its data's (start, length)) is known, else in
+    memory within the pickle cap (a deflated member). `read_file`:
+    torchfile.read_pickle_file_object."""
     from ckpt_browser.readers.pickle_safe import unpickle
 
     lim = limits.LIMITS
-    where = a.locate(info) if info.compress_type == zipfile.ZIP_STORED else None
-    if how == "pickle" or where is None:  # in memory: a plain pickle, or a deflated member
+    if how == "pickle" or where is None:
         if info.file_size > lim.pickle_bytes:
-            return PickleFile(a.name, "pickle", problems=(Problem(
-                ERROR, a.name, f"{info.file_size:,} bytes, over the {lim.pickle_bytes:,}-byte "
+            return PickleFile(name, "pickle", problems=(Problem(
+                ERROR, name, f"{info.file_size:,} bytes, over the {lim.pickle_bytes:,}-byte "
                 f"limit; not read ({limits.env('pickle_bytes')} raises it); it could run code "
                 "when loaded"),))
-        data = read_member(a.zf, info, lim.pickle_bytes)
+        data = read_member(zf, info, lim.pickle_bytes)
         if how == "pickle":
-            got = unpickle(io.BytesIO(data), a.name, storage_ids=None)
-            return PickleFile(a.name, "pickle", obj=got.obj, unsafe=got.unsafe,
+            got = unpickle(io.BytesIO(data), name, storage_ids=None)
+            return PickleFile(name, "pickle", obj=got.obj, unsafe=got.unsafe,
                               problems=got.problems)
-        return a.read_file(io.BytesIO(data), a.name, len(data), nested=how)
-    window = io.BufferedReader(Window(a.f, where[0], where[1]), 1024)
-    return a.read_file(window, a.name, where[1], nested=how)
+        return read_file(io.BytesIO(data), name, len(data), nested=how)
+    window = io.BufferedReader(Window(f, where[0], where[1]), 1024)
+    return read_file(window, name, where[1], nested=how)
 
 
 class Window(io.RawIOBase):

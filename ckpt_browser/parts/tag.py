@@ -2,12 +2,12 @@
 
 Pickled files are classified by content (`classify`), and so is a DCP folder, from the
 skeleton its metadata gives (`dcp_skeleton`: its keys nested again, tensors as stand-ins);
-the prefixes DCP writers use (DCP_PREFIXES) name only the keys
-classify finds nothing for. Safetensors files hold weights. A weight's
-parameter name is its path below the weights' root, with the records of a pickled module
-(`_modules`, `_parameters`, `_buffers`) and a uniform wrapper prefix (`module.` from
-DataParallel / DDP, `_orig_mod.` from torch.compile) taken off: the name the model's own
-`state_dict()` would use, which diff, the module view and the optimizer checks match on.
+the prefixes DCP writers use (DCP_PREFIXES) name only the keys classify finds nothing for.
+Safetensors files hold weights. A weight's parameter name is its path below the weights'
+root with a uniform wrapper prefix (`module.` from DataParallel / DDP, `_orig_mod.` from
+torch.compile) taken off (a pickled module's `_modules`, `_parameters`, `_buffers` records are
+left out when it is read): the name the model's own `state_dict()` would use, which diff, the
+module view and the optimizer checks match on.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ DCP_PREFIXES = (
     ("rng_state", "rng"), ("opt_param_scheduler.", "scheduler"),
 )
 WRAPPERS = ("module.", "_orig_mod.", "_fsdp_wrapped_module.")
-MODULE_RECORDS = frozenset({"_modules", "_parameters", "_buffers"})
 
 
 def tag_files(layout: Layout, files: list[FileInfo]) -> list[FileInfo]:
@@ -159,11 +158,10 @@ def dcp_component(key: str) -> str:
 
 
 def param_name(path: str, root: str, prefix: str = "") -> str:
-    """A weight's name as the model's state_dict() has it: below `root`, without the records
-    of a pickled module and without the uniform wrapper `prefix`."""
+    """A weight's name as the model's state_dict() has it: below `root` and without the
+    uniform wrapper `prefix` (a pickled module's records are left out when it is read:
+    readers.torchfile.walk)."""
     name = path[len(root) + 1:] if root and path.startswith(root + ".") else path
-    if "_" in name:
-        name = ".".join(s for s in name.split(".") if s not in MODULE_RECORDS)
     return name[len(prefix):] if prefix and name.startswith(prefix) else name
 
 

@@ -231,7 +231,7 @@ class Containers(Hashing):
             return elided()
         # the empty tuple is one object everywhere (torch.Size([]) rebuilds into it): it holds
         # nothing, so it never counts as nested, or each use would nest the next one deeper
-        if depth > 1 and obj != ():
+        if depth > 1 and not (type(obj) is tuple and not obj):
             self._depth[id(obj)] = depth
             self._pins.append(obj)
         return obj

@@ -296,8 +296,8 @@ def _optimizer(src: Sources, weights: Component) -> Component:
     where = _where(f, p)
     if "state" not in sd:  # flat ZeRO partitions, nothing per parameter
         facts = {"zero": True, "state_keys": sorted(map(str, sd))[:40]}
-        return Component("optimizer", OK, (f.name,), f"{where} holds DeepSpeed ZeRO optimizer "
-                         "state (flat fp32 partitions).", facts)
+        return Component("optimizer", OK, (f.name,), f"{where} holds {p.what} (flat fp32 "
+                         "partitions).", facts)
     facts = optimizer_facts(sd, src.fs.scalars(pf))
     if len(found) > 1:
         facts["optimizers"] = len(found)

@@ -104,6 +104,22 @@ def optimizer_kind(f: dict) -> str | None:
     return None
 
 
+def zero3_shapes(obj) -> dict[str, tuple[int, ...]]:
+    """DeepSpeed ZeRO-3 model states: the real shape of every parameter, by name, from
+    param_shapes (a dict per param group) and frozen_param_shapes."""
+    top = fields(obj)
+    if "module" not in top or "param_shapes" not in top:
+        return {}
+    groups = top.get("param_shapes")
+    groups = groups if isinstance(groups, list) else [groups]
+    out: dict[str, tuple[int, ...]] = {}
+    for g in [*groups, top.get("frozen_param_shapes")]:
+        for name, shape in fields(g).items():
+            if type(shape) in (tuple, list) and all(type(d) is int and d >= 0 for d in shape):
+                out[str(name)] = tuple(shape)
+    return out
+
+
 # --- scheduler (FORMATS.md "LR scheduler state") -----------------------------------------------
 
 def scheduler_kind(f: dict) -> str | None:

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ckpt_browser.model import FileInfo, Layout, Part
 from ckpt_browser.parts.classify import classify, innermost, kinds_of
-from ckpt_browser.parts.signatures import UNREAD, rng_leaf
+from ckpt_browser.parts.signatures import UNREAD, rng_leaf, zero3_shapes
 from ckpt_browser.readers.files import PICKLE_FORMATS
 from ckpt_browser.standins import DcpCheckpoint, PickleFile, TensorRef
 
@@ -102,28 +102,11 @@ def dcp_skeleton(d: DcpCheckpoint) -> dict:
     return root                                             # the other
 
 
-def zero3_shapes(obj) -> dict[str, tuple[int, ...]]:
-    """DeepSpeed ZeRO-3 model states: the real shape of every parameter, by name, from
-    param_shapes (a dict per param group) and frozen_param_shapes."""
-    from ckpt_browser.parts.signatures import fields
-
-    top = fields(obj)
-    if "module" not in top or "param_shapes" not in top:
-        return {}
-    groups = top.get("param_shapes")
-    groups = groups if isinstance(groups, list) else [groups]
-    out: dict[str, tuple[int, ...]] = {}
-    for g in [*groups, top.get("frozen_param_shapes")]:
-        for name, shape in fields(g).items():
-            if type(shape) in (tuple, list) and all(type(d) is int and d >= 0 for d in shape):
-                out[str(name)] = tuple(shape)
-    return out
-
-
 def _unplaceholder(name: str, tensors, shapes: dict) -> tuple:
-    """ZeRO-3 saves 0-element placeholders in `module`: show each parameter at its real shape
-    (its bytes are in the optimizer shards, so it is not located here). Every rank's file holds
-    the same placeholders; the weights are counted once, in rank 0's."""
+    """ZeRO-3 saves 0-element placeholders in `module` (signatures.zero3_shapes): show each
+    parameter at its real shape (its bytes are in the optimizer shards, so it is not located
+    here). Every rank's file holds the same placeholders; the weights are counted once, in
+    rank 0's."""
     from ckpt_browser.readers.pickle_safe import ITEMSIZE
 
     first = "zero_pp_rank_0_" in os.path.basename(name) or "zero_pp_rank_" not in name

@@ -8,7 +8,7 @@ files opened are tiny text markers: DeepSpeed's `latest`, Megatron's
 """
 
 from ckpt_browser.producers.accelerate import ACCELERATE
-from ckpt_browser.producers.base import Producer
+from ckpt_browser.producers.base import ENGINES, Producer
 from ckpt_browser.producers.dcp import DCP
 from ckpt_browser.producers.deepspeed import DEEPSPEED
 from ckpt_browser.producers.hf_trainer import HF_TRAINER
@@ -25,6 +25,7 @@ PRODUCERS: tuple[Producer, ...] = (
     LIGHTNING, MEGATRON, HF_TRAINER, ACCELERATE, DEEPSPEED, TORCHTITAN, DCP, TORCHTUNE,
     SAFETENSORS, TORCH)
 BY_ID: dict[str, Producer] = {p.id: p for p in PRODUCERS}
+ENGINES.extend(p.engine for p in PRODUCERS if p.engine is not None)
 
 
 def reads_by_names(framework: str) -> bool:

@@ -28,8 +28,15 @@ from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.parts.rng import add_rng
 from ckpt_browser.parts.scaler import scaler_file
 from ckpt_browser.parts.scheduler import scheduler_component
-from ckpt_browser.producers.base import Detection, Producer, Seen, match_roles, rx, step_name
-from ckpt_browser.producers.deepspeed import deepspeed_parts, ds_scaler, ds_scheduler
+from ckpt_browser.producers.base import (
+    Detection,
+    Producer,
+    Seen,
+    engine_parts,
+    match_roles,
+    rx,
+    step_name,
+)
 from ckpt_browser.producers.trainer import TrainerRule, optimizer_sources, weights_sources
 from ckpt_browser.standins import Opaque
 
@@ -48,7 +55,7 @@ RULE = TrainerRule(
     },
     rx(r"random_states_\d+\.pkl", r"optimizer(?:_\d+)?\.bin", r"scheduler(?:_\d+)?\.bin",
        r"dl_state_dict(?:_\d+)?\.bin", r"custom_checkpoint_\d+\.pkl"),
-    re.compile(r"^pytorch_model(?:_\d+)?$"))
+    re.compile(r"^pytorch_model(?:_\d+)?$"), engine_pointer=False)  # it loads by tag
 
 
 def _claims(seen: Seen) -> bool:
@@ -68,14 +75,14 @@ DL_KEYS = ("_num_yielded", "_sampler_iter_yielded", "_iterator_finished", "_shar
 
 def build_accelerate(det: Detection, fs: StateFiles) -> Found:
     out = Found()
-    ds = deepspeed_parts(det, fs, out) if det.variant == "deepspeed" else None
+    ds = engine_parts(det, fs, out)
     out.add(weights_sources(fs, det, ds))
     out.add(optimizer_sources(fs, det, ds))
     sched = [f for f in det.files("scheduler") if "/" not in f]
     if sched:
         out.add(from_one_pickle(fs, "scheduler", sched, scheduler_component))
     elif ds is not None:
-        out.add(ds_scheduler(fs, ds))
+        out.add(ds.scheduler(fs))
     else:
         out.add(missing("scheduler", "no scheduler.bin: either the run had no scheduler, or it was "
                         "not passed to accelerator.prepare(); any LR schedule restarts from its "
@@ -85,7 +92,7 @@ def build_accelerate(det: Detection, fs: StateFiles) -> Found:
             when="restored by load_state (a failure there is only logged at info level)")
     out.add(_data(fs, det.files("data")))
     out.add(_progress(fs, det))
-    out.add(scaler_file(fs, det.files("scaler")) or (ds_scaler(fs, ds) if ds else not_needed(
+    out.add(scaler_file(fs, det.files("scaler")) or (ds.scaler(fs) if ds else not_needed(
         "scaler", "no scaler.pt: accelerate writes one only when an fp16 GradScaler exists, so "
         "none is needed unless the run used fp16.")))
     return out

@@ -11,12 +11,14 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ckpt_browser.model import ERROR, Component, Finding, Problem, TrainingState, natural_key
 from ckpt_browser.parts.common import Found
 from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.walk import list_folder
+from ckpt_browser.standins import PickleFile
 
 MAX_MARKER = 4096  # a pointer file (Producer.pointers) holds one short line
 OTHER = "other"  # role for files that hold no resume state (config, training_args.bin ...)
@@ -80,6 +82,65 @@ class StepName:
     split: Callable[[str], tuple[int | None, int | None]] | None = None
 
 
+class EngineParts(Protocol):
+    """An engine's save as another producer's builder reads it (Engine.parts)."""
+
+    model_files: list[str]
+    optim_files: list[str]
+    states: PickleFile | None  # the file holding the engine's own record
+    ms: dict  # that record's fields (the outer trainer's own state may be in it)
+
+    @property
+    def world(self) -> int | None: ...  # the data-parallel size it was saved on
+
+    def owns(self, name: str) -> bool: ...  # one of the engine's model files
+    def weights(self, fs: StateFiles, files) -> Component: ...
+    def optimizer(self, fs: StateFiles, universal) -> Component: ...
+    def scheduler(self, fs: StateFiles) -> Component: ...
+    def scaler(self, fs: StateFiles) -> Component: ...
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A producer whose save another producer's folder holds: trainers that hand saving to
+    an engine, which writes its own pointer and tag folder inside theirs. The outer producer
+    finds it through ENGINES, never by name; its detection's `variant` is then the engine's
+    id."""
+
+    id: str
+    name: str  # for people
+    marker: str  # the file that names its tag folder
+    # save_dir(seen, tags, pointer): the folder is the engine's save dir, its tag folders
+    # named by `tags`: the engine's detection (roles relative to the folder), or None when it
+    # holds no engine save. `pointer`: the outer resume loads the tag the marker names.
+    save_dir: Callable[[Seen, re.Pattern, bool], Detection | None]
+    parts: Callable[[Detection, StateFiles, Found], EngineParts]
+
+
+ENGINES: list[Engine] = []  # the registry's engines, in its order (producers/__init__ fills it)
+
+
+def engine_parts(det: Detection, fs: StateFiles, out: Found) -> EngineParts | None:
+    """The engine save a detection nests (its variant is the engine's id), read."""
+    for e in ENGINES:
+        if det.variant == e.id:
+            return e.parts(det, fs, out)
+    return None
+
+
+def engine_save(seen: Seen, tags: re.Pattern, pointer: bool = True) -> Detection | None:
+    """The first engine whose save the folder holds."""
+    for e in ENGINES:
+        found = e.save_dir(seen, tags, pointer)
+        if found is not None:
+            return found
+    return None
+
+
+def engine_names() -> str:
+    return " or ".join(f"{e.marker} ({e.name})" for e in ENGINES)
+
+
 @dataclass(frozen=True)
 class Producer:
     """One library's rules. `claims(seen)`: these names are its own (registry order decides
@@ -119,6 +180,7 @@ class Producer:
     # resume nothing to load)
     pointers: tuple[str, ...] = ()
     nests: tuple[str, ...] = ()  # folders that hold its step folders one level down
+    engine: Engine | None = None  # it saves inside other producers' folders too
 
 
 def rx(*patterns: str) -> re.Pattern:

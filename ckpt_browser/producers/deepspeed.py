@@ -1,6 +1,6 @@
 """DeepSpeed engine checkpoints: a `latest` marker naming a tag folder of *_states.pt files.
 
-Read by `build_deepspeed`, alone or inside HF Trainer / accelerate / Lightning folders.
+Read by `build_deepspeed` alone, and as an engine (base.Engine) inside trainers' folders.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from ckpt_browser.parts.weights import weights_component
 from ckpt_browser.producers.base import (
     OTHER,
     Detection,
+    Engine,
     Producer,
     Seen,
     add,
@@ -65,23 +66,28 @@ def is_state_file(name: str) -> bool:
     return bool(DS_MODEL.match(name) or DS_OPTIM.match(name))
 
 
-def has_tag(seen: Seen) -> bool:
-    """A folder DeepSpeed saved into: a `latest` marker or a tag folder named `checkpoint`
-    (Lightning's)."""
-    return any(m in seen.names for m in DS_MARKERS) or (
-        "checkpoint" in seen.names and isdir(seen.path, "checkpoint"))
+TAGS = rx(r"global_step.*")  # the tag folders it writes itself (engine.py: f"global_step{n}")
 
 
-def deepspeed_root(seen: Seen) -> Detection:
+def save_dir(seen: Seen, tags: re.Pattern, pointer: bool) -> Detection | None:
+    """A folder DeepSpeed saved into for another producer (a trainer's step folder): a
+    marker, or a tag folder named by `tags`. `pointer`: that producer's resume loads the tag
+    the marker names (else it names the tag itself)."""
+    if not any(m in seen.names for m in DS_MARKERS) and not any(
+            tags.match(n) and isdir(seen.path, n) for n in seen.names):
+        return None
+    return deepspeed_root(seen, tags, pointer)
+
+
+def deepspeed_root(seen: Seen, tag_names: re.Pattern = TAGS, pointer: bool = True) -> Detection:
     path, names = seen.path, seen.names
     marker = "latest" if "latest" in names else "latest_universal"
     problems: list[Problem] = []
     info = [n for n in names if not isdir(path, n)]  # latest, zero_to_fp32.py ...
-    tag, problem = read_marker(path, marker) if marker in names else ("", None)
+    tag, problem = read_marker(path, marker) if pointer and marker in names else ("", None)
     if problem:
         problems.append(problem)
-    tags = [n for n in names
-            if (n.startswith("global_step") or n == "checkpoint") and isdir(path, n)]
+    tags = [n for n in names if tag_names.match(n) and isdir(path, n)]
     if tag and (tag not in names or not isdir(path, tag)):  # names: loops left out
         problems.append(dangling(marker, tag, tags, here=path, step_names=STEPS))
         return Detection(path, path, "deepspeed", seen.read_step(tag)[0],
@@ -92,7 +98,8 @@ def deepspeed_root(seen: Seen) -> Detection:
             return Detection(path, path, "deepspeed", roles={OTHER: tuple(info)},
                              problems=tuple(problems))
         tag = newest_name(tags, STEPS)
-        problems.append(Problem(WARNING, None, f"no readable latest; showing {tag}"))
+        if pointer:
+            problems.append(Problem(WARNING, None, f"no readable latest; showing {tag}"))
     step = seen.read_step(tag)[0]
     det = deepspeed_tag(os.path.join(path, tag), path, tag, listdir(os.path.join(path, tag)),
                         step, f"{marker} names {tag}")
@@ -157,6 +164,93 @@ class DeepSpeedParts:
     states: PickleFile | None  # the first model_states file
     ms: dict  # its fields (empty when unsafe or unreadable)
 
+    @property
+    def world(self) -> int | None:
+        return as_int(self.ms.get("dp_world_size"))
+
+    def owns(self, name: str) -> bool:
+        return bool(DS_MODEL.match(leaf(name)))
+
+    def weights(self, fs: StateFiles, files) -> Component:
+        if not self.model_files:
+            return missing("weights", "no DeepSpeed model_states file: nothing to load.")
+        c = weights_component(fs, files, key_in=lambda o: fields(o).get("module"))
+        if c.status == OK and any(leaf(f).startswith("zero_pp_rank_") for f in self.model_files):
+            return Component("weights", OK, c.files, "ZeRO-3: the model_states hold only partition "
+                             "placeholders; zero_to_fp32.py rebuilds full weights from the "
+                             "optim_states files.", {**c.facts, "zero3": True})
+        if c.status == OK:
+            return Component("weights", OK, c.files, c.detail[:-1] + " (the 16-bit module; the "
+                             "fp32 master copy is in the optimizer state).", c.facts)
+        return c
+
+    def optimizer(self, fs: StateFiles, universal) -> Component:
+        if universal:
+            return _universal(fs, universal)
+        if not self.optim_files:
+            opt = self.ms.get("optimizer")
+            sd = find_optimizer(opt) if opt is not None else None
+            if sd is None:
+                return missing("optimizer", "DeepSpeed saved no optimizer state (no "
+                               "*optim_states.pt and none in model_states): a resume starts the "
+                               "optimizer from zero.")
+            return optimizer_ok(fs, self.states, sd, self.model_files[:1], self.model_files[0])
+        pfs, bad = read_each(fs, "optimizer", self.optim_files)
+        if bad:
+            return bad
+        osd = fields(fields(pfs[0].obj).get("optimizer_state_dict"))
+        sd = find_optimizer(osd)
+        if sd is not None:
+            facts = optimizer_facts(sd, fs.scalars(pfs[0]))
+        else:
+            base = osd.get("base_optimizer_state")
+            groups = [fields(g) for g in base] if isinstance(base, list) else []
+            facts = {"param_groups": len(groups),
+                     "state_keys": sorted({str(k) for g in groups for k in g}),
+                     "tensors": count_tensors(base)}
+        for key in ("zero_stage", "partition_count", "dynamic_loss_scale", "clip_grad"):
+            if key in osd:
+                facts[key] = jsonable(osd[key])
+        return _zero_shards(self, facts)
+
+    def scheduler(self, fs: StateFiles) -> Component:
+        if not self.ms:
+            return missing("scheduler", "no readable model_states file, so the DeepSpeed LR "
+                           "scheduler state is unknown.")
+        sd = self.ms.get("lr_scheduler")
+        if sd is None or self.states is None:
+            return not_needed("scheduler", "DeepSpeed managed no LR scheduler (lr_scheduler is "
+                              "None): the LR is constant, or the training script keeps the "
+                              "schedule itself.")
+        return scheduler_component(fs, self.states, sd, self.model_files[:1], self.model_files[0])
+
+    def scaler(self, fs: StateFiles) -> Component:
+        fp16 = dig(self.ms, "ds_config", "fp16", "enabled")
+        bf16 = dig(self.ms, "ds_config", "bf16", "enabled")
+        source = None
+        for f in self.optim_files[:1] or self.model_files[:1]:
+            pf = fs.pickle(f)
+            osd = fields(pf.obj).get("optimizer_state_dict") or fields(pf.obj).get("optimizer")
+            if fields(osd).get("loss_scaler") is not None:
+                source = (pf, fields(osd)["loss_scaler"], f, fields(osd).get("dynamic_loss_scale"))
+        if fp16 is None and not self.ms:
+            return missing("scaler", "no readable model_states file, so whether the run used fp16 "
+                           "(and needs its loss scaler) is unknown.")
+        if fp16 is not True:
+            mode = "bf16" if bf16 is True else "fp16 off"
+            return not_needed("scaler", f"ds_config has {mode}: no fp16 loss scaler to restore.",
+                              {"fp16": fp16, "bf16": bf16})
+        files = self.optim_files[:1] or self.model_files[:1]
+        _, bad = read_each(fs, "scaler", files, limit=None)
+        if bad:
+            return bad
+        if source is None:
+            return fp16_scaler_missing("DeepSpeed")
+        pf, scaler, f, dynamic = source
+        c = scaler_from_state(fs, pf, scaler, (f,), f)
+        return Component("scaler", OK, c.files, c.detail, {**c.facts, "dynamic": jsonable(dynamic),
+                                                            "fp16": True})
+
 
 def deepspeed_parts(det: Detection, fs: StateFiles, out: Found) -> DeepSpeedParts:
     model = matching(det.files("weights"), DS_MODEL)
@@ -164,47 +258,6 @@ def deepspeed_parts(det: Detection, fs: StateFiles, out: Found) -> DeepSpeedPart
     pf = fs.pickle(model[0]) if model else None
     ms = {} if pf is None else safe_fields(out, pf)
     return DeepSpeedParts(model, optim, pf, ms)
-
-
-def ds_weights(fs: StateFiles, ds: DeepSpeedParts, files) -> Component:
-    c = weights_component(fs, files, key_in=lambda o: fields(o).get("module"))
-    if c.status == OK and any(leaf(f).startswith("zero_pp_rank_") for f in ds.model_files):
-        return Component("weights", OK, c.files, "ZeRO-3: the model_states hold only partition "
-                         "placeholders; zero_to_fp32.py rebuilds full weights from the "
-                         "optim_states files.", {**c.facts, "zero3": True})
-    if c.status == OK:
-        return Component("weights", OK, c.files, c.detail[:-1] + " (the 16-bit module; the fp32 "
-                         "master copy is in the optimizer state).", c.facts)
-    return c
-
-
-def ds_optimizer(fs: StateFiles, ds: DeepSpeedParts, universal: list[str]) -> Component:
-    if universal:
-        return _universal(fs, universal)
-    if not ds.optim_files:
-        opt = ds.ms.get("optimizer")
-        sd = find_optimizer(opt) if opt is not None else None
-        if sd is None:
-            return missing("optimizer", "DeepSpeed saved no optimizer state (no *optim_states.pt "
-                           "and none in model_states): a resume starts the optimizer from zero.")
-        return optimizer_ok(fs, ds.states, sd, ds.model_files[:1], ds.model_files[0])
-    pfs, bad = read_each(fs, "optimizer", ds.optim_files)
-    if bad:
-        return bad
-    osd = fields(fields(pfs[0].obj).get("optimizer_state_dict"))
-    sd = find_optimizer(osd)
-    if sd is not None:
-        facts = optimizer_facts(sd, fs.scalars(pfs[0]))
-    else:
-        base = osd.get("base_optimizer_state")
-        groups = [fields(g) for g in base] if isinstance(base, list) else []
-        facts = {"param_groups": len(groups),
-                 "state_keys": sorted({str(k) for g in groups for k in g}),
-                 "tensors": count_tensors(base)}
-    for key in ("zero_stage", "partition_count", "dynamic_loss_scale", "clip_grad"):
-        if key in osd:
-            facts[key] = jsonable(osd[key])
-    return _zero_shards(ds, facts)
 
 
 def _universal(fs: StateFiles, universal: list[str]) -> Component:
@@ -240,60 +293,21 @@ def _zero_shards(ds: DeepSpeedParts, facts: dict) -> Component:
                      "weights included.", facts)
 
 
-def ds_scheduler(fs: StateFiles, ds: DeepSpeedParts) -> Component:
-    if not ds.ms:
-        return missing("scheduler", "no readable model_states file, so the DeepSpeed LR "
-                       "scheduler state is unknown.")
-    sd = ds.ms.get("lr_scheduler")
-    if sd is None or ds.states is None:
-        return not_needed("scheduler", "DeepSpeed managed no LR scheduler (lr_scheduler is None): "
-                          "the LR is constant, or the training script keeps the schedule itself.")
-    return scheduler_component(fs, ds.states, sd, ds.model_files[:1], ds.model_files[0])
-
-
-def ds_scaler(fs: StateFiles, ds: DeepSpeedParts) -> Component:
-    fp16 = dig(ds.ms, "ds_config", "fp16", "enabled")
-    bf16 = dig(ds.ms, "ds_config", "bf16", "enabled")
-    source = None
-    for f in ds.optim_files[:1] or ds.model_files[:1]:
-        pf = fs.pickle(f)
-        osd = fields(pf.obj).get("optimizer_state_dict") or fields(pf.obj).get("optimizer")
-        if fields(osd).get("loss_scaler") is not None:
-            source = (pf, fields(osd)["loss_scaler"], f, fields(osd).get("dynamic_loss_scale"))
-    if fp16 is None and not ds.ms:
-        return missing("scaler", "no readable model_states file, so whether the run used fp16 "
-                       "(and needs its loss scaler) is unknown.")
-    if fp16 is not True:
-        mode = "bf16" if bf16 is True else "fp16 off"
-        return not_needed("scaler", f"ds_config has {mode}: no fp16 loss scaler to restore.",
-                          {"fp16": fp16, "bf16": bf16})
-    files = ds.optim_files[:1] or ds.model_files[:1]
-    _, bad = read_each(fs, "scaler", files, limit=None)
-    if bad:
-        return bad
-    if source is None:
-        return fp16_scaler_missing("DeepSpeed")
-    pf, scaler, f, dynamic = source
-    c = scaler_from_state(fs, pf, scaler, (f,), f)
-    return Component("scaler", OK, c.files, c.detail, {**c.facts, "dynamic": jsonable(dynamic),
-                                                        "fp16": True})
-
-
 def build_deepspeed(det: Detection, fs: StateFiles) -> Found:
     out = Found()
     ds = deepspeed_parts(det, fs, out)
     universal = [f for f in det.files("optimizer") if f.endswith("zero/")]
-    out.add(ds_weights(fs, ds, det.files("weights")) if det.files("weights") else
+    out.add(ds.weights(fs, det.files("weights")) if det.files("weights") else
             missing("weights", f"{det.tag or 'the tag folder'} holds no *model_states.pt: nothing "
                     "to load."))
-    out.add(ds_optimizer(fs, ds, universal))
-    out.add(ds_scheduler(fs, ds))
+    out.add(ds.optimizer(fs, universal))
+    out.add(ds.scheduler(fs))
     out.add(missing("rng", "DeepSpeed saves no RNG state: the resumed run draws different random "
                     "numbers (dropout, sampling) unless the script saved them."))
     out.step = as_int(ds.ms.get("global_steps"))
-    out.ranks = as_int(ds.ms.get("dp_world_size"))
+    out.ranks = ds.world
     _progress_and_data(ds, out)
-    out.add(ds_scaler(fs, ds))
+    out.add(ds.scaler(fs))
     if det.problems and not det.files("weights"):
         out.add(missing("weights", f"{det.tag or 'the tag folder'} is missing, so nothing "
                         "can be loaded from this checkpoint."))
@@ -382,6 +396,7 @@ def _scheduler_at(ts: TrainingState, last_epoch: int) -> tuple[int, str]:
 
 
 DEEPSPEED = Producer("deepspeed", _claims, _roles, STEPS,
+                     engine=Engine("deepspeed", "DeepSpeed", "latest", save_dir, deepspeed_parts),
                      rank_names=re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_"),
                      build=build_deepspeed, own_file=_own_file, rank_checks=_rank_checks,
                      world_checks=_world_checks, scheduler_at=_scheduler_at,

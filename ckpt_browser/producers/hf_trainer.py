@@ -1,7 +1,7 @@
 """The HF Trainer's `checkpoint-N` folders (transformers `trainer.py`, PREFIX_CHECKPOINT_DIR).
 
 Read by `build_hf`: trainer_state.json, training_args.bin and per-rank RNG beside the
-weights, optimizer and scheduler files, or a nested FSDP / DeepSpeed save.
+weights, optimizer and scheduler files, or a nested FSDP save or engine tag folder.
 """
 
 from __future__ import annotations
@@ -29,8 +29,15 @@ from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.parts.rng import RANK_IN_NAME, add_rng
 from ckpt_browser.parts.scaler import fp16_scaler_missing, scaler_file
 from ckpt_browser.parts.scheduler import scheduler_component
-from ckpt_browser.producers.base import NOT_EXACT, Detection, Producer, per_update, rx, step_name
-from ckpt_browser.producers.deepspeed import deepspeed_parts, ds_scaler, ds_scheduler
+from ckpt_browser.producers.base import (
+    NOT_EXACT,
+    Detection,
+    Producer,
+    engine_parts,
+    per_update,
+    rx,
+    step_name,
+)
 from ckpt_browser.producers.trainer import TrainerRule, optimizer_sources, weights_sources
 from ckpt_browser.standins import HugeInt
 
@@ -69,7 +76,7 @@ HF_PROGRESS = ("global_step", "epoch", "max_steps", "num_train_epochs", "num_inp
 
 def build_hf(det: Detection, fs: StateFiles) -> Found:
     out = Found()
-    ds = deepspeed_parts(det, fs, out) if det.variant == "deepspeed" else None
+    ds = engine_parts(det, fs, out)
     args: dict = {}
     if "training_args.bin" in det.files("data"):
         args = safe_fields(out, fs.pickle("training_args.bin"))
@@ -79,7 +86,7 @@ def build_hf(det: Detection, fs: StateFiles) -> Found:
     optimizer = optimizer_sources(fs, det, ds)
     out.add(optimizer)
     out.add(_scheduler(fs, det, ds, optimizer, out))
-    expected = as_int(ds.ms.get("dp_world_size")) if ds else None
+    expected = ds.world if ds else None
     if det.files("rng") and all(RANK_IN_NAME.search(leaf(f)) for f in det.files("rng")):
         expected = max(expected or 0, 2)  # rng_state_{r}.pth only when world_size > 1
     add_rng(out, fs, det.files("rng"), "no rng_state*.pth: the Trainer only logs an info line "
@@ -97,12 +104,10 @@ def _scheduler(fs, det, ds, optimizer: Component, out: Found) -> Component:
     files = [f for f in det.files("scheduler") if leaf(f) == "scheduler.pt"]
     if files:
         c = from_one_pickle(fs, "scheduler", files, scheduler_component)
-    elif ds is not None and ds.ms.get("lr_scheduler") is not None:
-        return ds_scheduler(fs, ds)
     else:
         c = None
     if ds is not None:
-        return c or ds_scheduler(fs, ds)
+        return c or ds.scheduler(fs)
     if c is None and optimizer.status != MISSING:
         if optimizer.status != OK:  # an unsafe or damaged optimizer keeps its own status
             return missing("scheduler", "no scheduler.pt: HF Trainer skips the optimizer AND "
@@ -203,7 +208,7 @@ def _scaler(fs, det, ds, args: dict) -> Component:
     if c is not None:
         return c
     if ds is not None:
-        return ds_scaler(fs, ds)
+        return ds.scaler(fs)
     if args.get("fp16") is True:
         return fp16_scaler_missing("the Trainer")
     why = "training_args has fp16=False" if args.get("fp16") is False else \

@@ -1,6 +1,6 @@
 """Lightning: `epoch=E-step=S.ckpt` files (`-vN` on a clash, and `last.ckpt`), or `.ckpt`
-folders, FSDP sharded (DCP + meta.pt) or DeepSpeed (tag `checkpoint`)
-(`callbacks/model_checkpoint.py`).
+folders, FSDP sharded (DCP + meta.pt) or an engine's save (base.Engine, its tag folder
+`checkpoint`; `callbacks/model_checkpoint.py`, `strategies/`).
 
 Read by `build_lightning`: progress and data position live in loops.fit_loop; Lightning never
 saves RNG state.
@@ -8,7 +8,6 @@ saves RNG state.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import replace
 
@@ -37,28 +36,26 @@ from ckpt_browser.parts.scaler import scaler_from_state
 from ckpt_browser.parts.scheduler import scheduler_component
 from ckpt_browser.parts.weights import weights_component
 from ckpt_browser.producers.base import (
+    ENGINES,
     OTHER,
     Detection,
     Producer,
     Seen,
     StepName,
+    engine_names,
+    engine_parts,
+    engine_save,
     facts_of,
+    rx,
     step_name,
     with_other,
 )
 from ckpt_browser.producers.dcp import dcp_files
-from ckpt_browser.producers.deepspeed import (
-    DS_MODEL,
-    deepspeed_parts,
-    deepspeed_root,
-    ds_optimizer,
-    ds_weights,
-    has_tag,
-)
 
 # Lightning never writes RNG state (FORMATS.md "Lightning"), so no file serves that role.
 LIGHTNING_ROLES = ("weights", "optimizer", "scheduler", "data", "progress", "scaler")
 CKPT_NAME = "lightning .ckpt"
+ENGINE_TAGS = rx(r"checkpoint", r"global_step.*")  # its strategy saves tag="checkpoint"
 _PARTS = re.compile(r"(?:^|[-_])epoch=(\d+)|(?:^|[-_])step=(\d+)")
 
 
@@ -86,19 +83,19 @@ def lightning_dir(seen: Seen) -> Detection:
                     "save did not finish"),)
         return Detection(path, path, "lightning", step, source, epoch, "sharded",
                          with_other(roles, names), ("",), problems=problems)
-    if has_tag(seen):
-        ds = deepspeed_root(seen)
-        roles = dict(ds.roles)
-        model = tuple(f for f in ds.files("weights") if DS_MODEL.match(os.path.basename(f)))
+    inner = engine_save(seen, ENGINE_TAGS)
+    if inner is not None:
+        # Lightning's own state is in the engine's record (its scheduler file)
+        roles, record = dict(inner.roles), inner.files("scheduler")
         for role in LIGHTNING_ROLES[2:]:
-            roles[role] = model[:1] + (() if role != "scaler" else tuple(
-                f for f in ds.files("optimizer") if f not in model))
-        return Detection(path, path, "lightning", step, source, epoch, "deepspeed", roles,
-                         tag=ds.tag, problems=ds.problems)
+            roles[role] = record + (() if role != "scaler" else tuple(
+                f for f in inner.files("optimizer") if f not in record))
+        return Detection(path, path, "lightning", step, source, epoch, inner.framework, roles,
+                         tag=inner.tag, problems=inner.problems)
     return Detection(path, path, "lightning", step, source, epoch, "folder",
                      roles={OTHER: tuple(names)} if names else {},
                      problems=(Problem(ERROR, None, "a .ckpt folder with neither meta.pt (FSDP) "
-                                       "nor latest (DeepSpeed)"),))
+                                       f"nor {engine_names()}"),))
 
 
 def _roles(seen: Seen) -> Detection:
@@ -133,14 +130,13 @@ def build_lightning(det: Detection, fs: StateFiles) -> Found:
     out = Found()
     if det.variant == "folder" or not det.roles:
         return every_kind(out, lambda kind: missing(
-            kind, "this .ckpt folder holds neither meta.pt (FSDP) nor a DeepSpeed tag, so "
+            kind, f"this .ckpt folder holds neither meta.pt (FSDP) nor a {_engines()} tag, so "
             "nothing of the training state can be read."))
-    if det.variant == "deepspeed":
-        ds = deepspeed_parts(det, fs, out)
+    ds = engine_parts(det, fs, out)
+    if ds is not None:
         ck, pf, where = ds.ms, ds.states, (ds.model_files[0] if ds.model_files else "model_states")
-        out.add(ds_weights(fs, ds, det.files("weights")) if ds.model_files else missing(
-            "weights", "no DeepSpeed model_states file: nothing to load."))
-        out.add(ds_optimizer(fs, ds, []))
+        out.add(ds.weights(fs, det.files("weights")))
+        out.add(ds.optimizer(fs, []))
     elif det.variant == "sharded":
         pf, where = fs.pickle("meta.pt"), "meta.pt"
         ck = safe_fields(out, pf)
@@ -162,9 +158,13 @@ def build_lightning(det: Detection, fs: StateFiles) -> Found:
     out.add(_progress(ck, det.files("progress"), where, scalar, out))
     out.add(_data(ck, det.files("data"), where, scalar))
     out.add(_scaler(fs, pf, ck, det.files("scaler"), where))
-    if det.variant == "deepspeed" and out.ranks is None:
-        out.ranks = as_int(ck.get("dp_world_size"))
+    if ds is not None and out.ranks is None:
+        out.ranks = ds.world
     return out
+
+
+def _engines() -> str:
+    return " or ".join(e.name for e in ENGINES)
 
 
 def _rng() -> Component:

@@ -213,7 +213,7 @@ def _roles(seen: Seen) -> Detection:
 
 def _own_file(det: Detection, name: str, keys: set[str]) -> Detection | None:
     """Megatron's model_optim_rng.pt by its keys, whatever it is called."""
-    # Megatron-DeepSpeed's states file holds these too, inside DeepSpeed's own (ds_version)
+    # its fork on another engine writes these too, beside that engine's own keys (ds_version)
     if {"checkpoint_version", "iteration"} <= keys and keys & {"model", "model0", "optimizer"} \
             and not keys & {"ds_version", "ds_config"}:
         return replace(det, framework="megatron", variant="torch",

@@ -175,6 +175,27 @@ def test_accelerate_fsdp_and_deepspeed_variants(tmp_path):
     assert s.files("optimizer") == ("pytorch_model/zero_pp_rank_0_mp_rank_00_optim_states.pt",)
 
 
+def test_hf_deepspeed_without_latest_is_said(tmp_path):
+    # the Trainer resumes through engine.load_checkpoint(path), which needs `latest`
+    d = tree(tmp_path / "checkpoint-4", {"global_step4": {"mp_rank_00_model_states.pt": None},
+                                        "trainer_state.json": "{}"})
+    det = detect(str(d))
+    assert (det.framework, det.variant) == ("hf-trainer", "deepspeed")
+    assert det.files("weights") == ("global_step4/mp_rank_00_model_states.pt",)
+    assert [p.message for p in det.problems] == ["no readable latest; showing global_step4"]
+
+
+def test_accelerate_deepspeed_loads_its_tag_by_name(tmp_path):
+    # accelerate's load_state passes the tag (pytorch_model) itself: `latest` is not read
+    for extra in ({}, {"latest": "global_step9"}):
+        d = tree(tmp_path / f"ds{len(extra)}", {
+            "pytorch_model": {"mp_rank_00_model_states.pt": None},
+            "random_states_0.pkl": None, **extra})
+        det = detect(str(d))
+        assert (det.framework, det.variant, det.problems) == ("accelerate", "deepspeed", ())
+        assert det.files("weights") == ("pytorch_model/mp_rank_00_model_states.pt",)
+
+
 def test_lightning_file_names(tmp_path):
     for name, step, epoch in (("epoch=3-step=1200.ckpt", 1200, 3), ("last.ckpt", None, None),
                               ("epoch=1-step=10-v1.ckpt", 10, 1),

@@ -53,6 +53,8 @@ def tensor_rows(ckpt: Checkpoint) -> list[dict]:
 
 
 def _dcp_rows(f) -> list[dict]:
+    """One row per DCP tensor, at its global shape; its chunks (which rank file holds which
+    offsets of it) are a detail of the row."""
     from ckpt_browser.readers.pickle_safe import ITEMSIZE
 
     d = f.source
@@ -62,15 +64,18 @@ def _dcp_rows(f) -> list[dict]:
     for key, e in d.entries.items():
         if e.kind != "tensor":
             continue
-        itemsize = ITEMSIZE.get(e.dtype, 1)
-        for c in e.chunks:
-            rows.append({"name": key, "dtype": e.dtype, "shape": c.sizes,
-                         "nbytes": math.prod(c.sizes) * itemsize, "file": folder + (c.file or "?"),
-                         "offsets": (c.offset, c.offset + c.length)
-                         if c.offset is not None and c.length is not None else None,
-                         "global_shape": e.shape, "chunk_offsets": c.offsets,
-                         "component": kinds.get(key, "other")})
+        shape = tuple(e.shape or ())
+        rows.append({"name": key, "dtype": e.dtype, "shape": shape,
+                     "nbytes": math.prod(shape) * ITEMSIZE.get(e.dtype, 1), "file": f.name,
+                     "offsets": None, "component": kinds.get(key, "other"),
+                     "chunks": [_chunk(folder, c) for c in e.chunks]})
     return rows
+
+
+def _chunk(folder: str, c) -> dict:
+    placed = c.offset is not None and c.length is not None
+    return {"file": folder + (c.file or "?"), "shape": c.sizes, "chunk_offsets": c.offsets,
+            "offsets": (c.offset, c.offset + c.length) if placed else None}
 
 
 def strict(obj):

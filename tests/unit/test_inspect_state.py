@@ -28,23 +28,35 @@ def test_lightning_weights_come_from_state_dict_and_optimizer_is_separate():
     assert doc["components"]["rng"]["status"] == "missing"  # Lightning never saves RNG
 
 
-def test_torchtitan_dcp_lists_chunks_per_rank_file_and_counts_each_tensor_once():
+def test_torchtitan_dcp_lists_each_tensor_once_at_its_global_shape_with_its_chunks():
     from torch.distributed.checkpoint import FileSystemReader  # our own sample: safe to unpickle
 
     step = SAMPLES / "torchtitan-run" / "checkpoint" / "step-10"
     rc, doc, err = inspect(step)
     assert rc == 0, err
     meta = FileSystemReader(str(step)).read_metadata()
-    model = {k: v for k, v in meta.state_dict_metadata.items() if hasattr(v, "chunks")
-             and not k.startswith(("optimizer.", "lr_scheduler.", "dataloader.", "train_state."))}
+    tensors = {k: v for k, v in meta.state_dict_metadata.items() if hasattr(v, "chunks")}
+    model = {k: v for k, v in tensors.items()
+             if not k.startswith(("optimizer.", "lr_scheduler.", "dataloader.", "train_state."))}
     assert doc["totals"]["tensors"] == len(model)
     assert doc["totals"]["params"] == sum(v.size.numel() for v in model.values())
-    rows = [t for t in doc["tensors"] if t["name"] in model]
-    assert {t["file"] for t in rows} == {"__0_0.distcp", "__1_0.distcp"}
-    for t in rows:
-        size = (step / t["file"]).stat().st_size
-        assert 0 <= t["offsets"][0] < t["offsets"][1] <= size
-        assert list(meta.state_dict_metadata[t["name"]].size) == t["global_shape"]
+    rows = {t["name"]: t for t in doc["tensors"] if t["file"] == ".metadata"}
+    assert len(rows) == len([t for t in doc["tensors"] if t["file"] == ".metadata"])
+    assert rows.keys() == tensors.keys()
+    files = set()
+    for name, t in rows.items():
+        want = tensors[name]
+        assert t["shape"] == list(want.size)
+        assert t["nbytes"] == want.size.numel() * want.properties.dtype.itemsize
+        assert t["offsets"] is None
+        chunks = {(tuple(c["chunk_offsets"]), tuple(c["shape"])) for c in t["chunks"]}
+        assert chunks == {(tuple(c.offsets), tuple(c.sizes)) for c in want.chunks}
+        for c in t["chunks"]:
+            size = (step / c["file"]).stat().st_size
+            assert 0 <= c["offsets"][0] < c["offsets"][1] <= size
+            files.add(c["file"])
+    assert files == {"__0_0.distcp", "__1_0.distcp"}
+    assert any(len(t["chunks"]) == 2 for t in rows.values())  # sharded: a row, not two
     assert doc["step"] == 10 and doc["ranks"] == 2
 
 

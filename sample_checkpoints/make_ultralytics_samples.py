@@ -34,6 +34,7 @@ settings' runs_dir being 'runs' (a fresh YOLO_CONFIG_DIR outside a git repo), so
   strip_optimizer (epoch -1, optimizer/ema/updates/scaler/best_fitness None, the EMA in fp16 as
   'model'); that run's last.pt, stripped the same way, is not kept (size).
 results.csv and args.yaml are kept beside the weights; the dataset and labels cache are not.
+expected_keys.json records what Ultralytics loads from each file (write_keys; `--keys` alone).
 """
 
 import os
@@ -145,7 +146,28 @@ def main() -> None:
             if (src / name).exists():
                 shutil.copy(src / name, dst / name)
     shutil.rmtree(tmp)
+    write_keys()
+
+
+def write_keys() -> None:
+    """expected_keys.json: what Ultralytics itself loads from each sample (the module its
+    loaders take: the EMA, or the stripped file's model), as its state_dict() names it; the
+    tests check the listing against it. `--keys` writes it alone, from the samples on disk."""
+    import json
+
+    import torch
+
+    out = {}
+    for rel, key in (("interrupted/runs/detect/train/weights/last.pt", "ema"),
+                     ("finished/runs/detect/train/weights/best.pt", "model")):
+        ckpt = torch.load(OUT / rel, map_location="cpu", weights_only=False)  # our own file
+        sd = ckpt[key].state_dict()
+        out[rel] = {"key": key, "names": list(sd),
+                    "params": sum(v.numel() for v in sd.values())}
+    (OUT / "expected_keys.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    write_keys() if sys.argv[1:] == ["--keys"] else main()

@@ -19,7 +19,8 @@ from ckpt_browser.model import FileInfo, Layout, Part
 from ckpt_browser.parts.classify import classify, innermost, kinds_of
 from ckpt_browser.parts.signatures import UNREAD, rng_leaf, zero3_shapes
 from ckpt_browser.readers.files import PICKLE_FORMATS
-from ckpt_browser.standins import DcpCheckpoint, PickleFile, TensorRef
+from ckpt_browser.readers.torchfile import module_attributes
+from ckpt_browser.standins import DcpCheckpoint, Opaque, PickleFile, TensorRef
 
 # DCP keys -> component, first match wins, when the folder's files belong to several components
 DCP_PREFIXES = (
@@ -39,11 +40,19 @@ def tag_file(layout: Layout, f: FileInfo) -> FileInfo:
     if f.format in PICKLE_FORMATS and isinstance(f.source, PickleFile) and f.source.obj is not None:
         found = classify(f.source.obj)
         kinds = kinds_of(found)
-        tensors = tuple(t._replace(component=innermost(kinds, t.name) or "other")
-                        for t in f.tensors)
+        attrs = {a for p in found if p.kind in ("weights", "ema") and type(p.node) is Opaque
+                 for a in module_attributes(p.node, p.path)}  # not in its state_dict()
+        tensors = tuple(t._replace(component="other" if t.name in attrs else
+                                   innermost(kinds, t.name) or "other") for t in f.tensors)
         shapes = zero3_shapes(f.source.obj)
         if shapes:
             tensors = _unplaceholder(f.name, tensors, shapes)
+        held = {t.component for t in tensors}
+        if "weights" not in held and "ema" in held:
+            # an EMA with no live model beside it is what loads as the model (Ultralytics'
+            # last.pt has model None; its resume and its loaders take the EMA)
+            tensors = tuple(t._replace(component="weights") if t.component == "ema" else t
+                            for t in tensors)
         return replace(f, tensors=tensors, parts=tuple(Part(p.kind, p.path, p.what)
                                                        for p in found))
     if f.format == "safetensors" and layout.index is not None and f.name not in layout.shard_names:
@@ -173,7 +182,9 @@ def _part_names(f: FileInfo, part: Part) -> tuple[list, list[str], str]:
     if f.format == "dcp-metadata":
         inside = [t for t in f.tensors if t.component == "weights"]
     else:
-        inside = [t for t in f.tensors if t.component == part.kind and _under(t.name, part.path)]
+        # an EMA's tensors are the weights when no model is saved beside it (tag_file)
+        held = ("ema", "weights") if part.kind == "ema" else (part.kind,)
+        inside = [t for t in f.tensors if t.component in held and _under(t.name, part.path)]
     names = [param_name(t.name, part.path) for t in inside]
     return inside, names, wrapper_prefix(names)
 
@@ -188,9 +199,12 @@ def part_weights(f: FileInfo, part: Part) -> list[tuple[str, object]]:
     return [(n[len(prefix):] if prefix else n, t) for n, t in zip(names, inside)]
 
 
-def named_weights(f: FileInfo, kinds=("weights",)) -> list[tuple[str, object]]:
-    """(parameter name, tensor) for every weight of one file."""
-    return [x for part in weight_roots(f) if part.kind in kinds for x in part_weights(f, part)]
+def named_weights(f: FileInfo) -> list[tuple[str, object]]:
+    """(parameter name, tensor) for every weight of one file: an EMA's when it is all the
+    file holds (tag_file)."""
+    roots = weight_roots(f)
+    kinds = ("weights",) if any(p.kind == "weights" for p in roots) else ("weights", "ema")
+    return [x for part in roots if part.kind in kinds for x in part_weights(f, part)]
 
 
 def _under(name: str, root: str) -> bool:

@@ -176,6 +176,18 @@ def _module_children(fields: dict) -> list[tuple[str, Any]]:
     return kids
 
 
+def module_attributes(obj: Any, prefix: str = "") -> set[str]:
+    """Paths of the tensors that pickled nn.Modules under `obj` keep as plain attributes
+    (Ultralytics' `self.stride = torch.tensor(...)`): not in their state_dict()."""
+    out: set[str] = set()
+    for path, node in walk(obj, prefix):
+        if type(node) is Opaque and not node.qualname.startswith("__torch__.") and any(
+                type(node.fields.get(r)) is dict for r in MODULE_RECORDS):
+            out.update(f"{path}.{k}" if path else str(k) for k, v in node.fields.items()
+                       if k not in MODULE_RECORDS and type(v) is TensorRef)
+    return out
+
+
 def tensor_bytes(pf: PickleFile, t: TensorRef) -> tuple[int, tuple[int, int] | None]:
     """(bytes the tensor needs, its absolute byte range in the file when the record was found)."""
     itemsize = ITEMSIZE.get(t.dtype, 1)

@@ -166,7 +166,8 @@ def all_locs(ckpt: Checkpoint | None, training: TrainingState | None = None) -> 
 
 
 def select(locs: list[TensorLoc], patterns: list[str], where: str) -> list[TensorLoc]:
-    """The tensors named by `patterns` (exact names or globs), in order, each once.
+    """The tensors named by `patterns` (exact names or globs, of full names or of the names
+    a diff pairs them by), in order, each once.
 
     No patterns: every weight tensor. A pattern that matches nothing is a UsageError naming
     `where` (the checkpoint) with the closest names.
@@ -179,8 +180,11 @@ def select(locs: list[TensorLoc], patterns: list[str], where: str) -> list[Tenso
     by_name = {x.name: x for x in reversed(locs)}
     out: dict[str, TensorLoc] = {}
     for pattern in patterns:
+        # the full name, else the name a diff prints (a weight's parameter name: model.0.bias
+        # for ema.model.0.bias when the EMA is the weights)
         hits = ([by_name[pattern]] if pattern in by_name
-                else [x for x in locs if fnmatch.fnmatchcase(x.name, pattern)])
+                else [x for x in locs if fnmatch.fnmatchcase(x.name, pattern)]
+                or [x for x in locs if x.key and fnmatch.fnmatchcase(x.key, pattern)])
         if not hits:
             import difflib
 

@@ -19,6 +19,7 @@ from ckpt_browser.parts.common import (
     set_key,
 )
 from ckpt_browser.parts.files import StateFiles
+from ckpt_browser.parts.signatures import MOMENTS
 from ckpt_browser.standins import TensorRef
 
 MAX_SHAPES = 10_000  # exp_avg shapes listed per optimizer
@@ -114,7 +115,11 @@ def optimizer_from_dcp(fs: StateFiles, files, rel: str, prefix: str = "optimizer
             continue
         rest = key[len(prefix):]
         if rest.startswith("state."):
-            fqn, _, leaf = rest[len("state."):].rpartition(".")
+            head, _, tail = rest[len("state."):].partition(".")
+            if head in MOMENTS and tail:  # megatron-core: state.exp_avg.<param>
+                fqn, leaf = tail, head
+            else:  # torch: state.<param>.exp_avg
+                fqn, _, leaf = rest[len("state."):].rpartition(".")
             state.setdefault(fqn, {})[leaf] = e
             tensors += e.kind == "tensor"
         elif rest.startswith("param_groups."):

@@ -90,11 +90,19 @@ def tensor_count(f: dict) -> int:
 
 # --- optimizer (FORMATS.md "Optimizer state") --------------------------------------------------
 
+# what an optimizer keeps per parameter (torch's optimizers; megatron-core's fp32 master copy)
+MOMENTS = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "step",
+                     "sum", "square_avg", "acc_delta", "exp_inf", "ax", "eta", "mu", "prev",
+                     "fp32_param"})
+
+
 def optimizer_kind(f: dict) -> str | None:
     # param_groups is a list, or a dict once DCP has flattened it (optim.param_groups.0.lr)
     if type(f.get("state")) is dict and type(f.get("param_groups")) in (list, dict):
         fqn = any(type(k) is str for k in f["state"])
         return "torch optimizer state_dict" + (" (keyed by parameter name)" if fqn else "")
+    if _by_moment(f):
+        return "optimizer state sharded by moment (megatron-core: state.exp_avg.<param>)"
     if "base_optimizer_state" in f or "fp32_flat_groups" in f or \
             "single_partition_of_fp32_groups" in f:
         return "DeepSpeed ZeRO optimizer state"
@@ -118,6 +126,17 @@ def zero3_shapes(obj) -> dict[str, tuple[int, ...]]:
             if type(shape) in (tuple, list) and all(type(d) is int and d >= 0 for d in shape):
                 out[str(name)] = tuple(shape)
     return out
+
+
+def _by_moment(f: dict) -> bool:
+    """megatron-core's sharded optimizer state: state.<moment>.<param>, nested or (a DCP
+    skeleton's subtree of tensors only) flat; its param_groups are in common.pt."""
+    st = f.get("state")
+    if type(st) is dict:
+        return bool(st) and all(type(k) is str and k in MOMENTS and type(v) is dict
+                                for k, v in st.items())
+    return bool(f) and all(type(k) is str and k.startswith("state.") and
+                           k[6:].partition(".")[0] in MOMENTS for k in f)
 
 
 # --- scheduler (FORMATS.md "LR scheduler state") -----------------------------------------------

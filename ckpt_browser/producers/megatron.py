@@ -23,6 +23,7 @@ from ckpt_browser.model import (
 )
 from ckpt_browser.parts.common import (
     DAMAGED,
+    INCOMPLETE,
     MISSING,
     OK,
     Found,
@@ -88,6 +89,8 @@ def megatron_format(folder: str, names: list[str]) -> str:
         return "zarr" if backend == "zarr" else "torch_dist"
     if any(n.startswith("mp_rank_0") for n in names):
         return "torch"
+    if "common.pt" in names:  # a dist checkpoint that lost its metadata.json
+        return "torch_dist"
     if ".metadata" in names or any(DCP_DATA.match(n) for n in names):
         return "torch_dcp"
     return ""
@@ -344,6 +347,9 @@ def _dist(det: Detection, fs: StateFiles, out: Found) -> Found:
     bad = dcp_status("weights", files, d)
     if bad:
         return every_kind(out, lambda kind: Component(kind, bad.status, bad.files, bad.detail))
+    lost = _lost(det) if det.variant == "torch_dist" else ""
+    if lost:
+        return every_kind(out, lambda kind: Component(kind, INCOMPLETE, tuple(files), lost))
     keys = list(d.entries)
     opt = [k for k in keys if k.startswith("optimizer.")]
     n_model = sum(1 for k, e in d.entries.items() if e.kind == "tensor" and not k.startswith(
@@ -371,14 +377,41 @@ def _dist(det: Detection, fs: StateFiles, out: Found) -> Found:
     return out
 
 
+PARALLEL = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+            "context_parallel_size", "data_parallel_size")
+
+
+def _lost(det: Detection) -> str:
+    """What megatron-core's dist_checkpointing.load needs before any tensor: metadata.json
+    (which backend) and common.pt (args, iteration, scheduler, the optimizer's param_groups)."""
+    prefix = f"{det.tag}/" if det.tag else ""
+    names = {f for files in det.roles.values() for f in files}
+    if prefix + "metadata.json" not in names:
+        return (f"{prefix}metadata.json is missing: megatron-core's dist_checkpointing.load "
+                "says the folder \"is not a distributed checkpoint\" and loads nothing, not "
+                "even the weights.")
+    if prefix + "common.pt" not in names:
+        return (f"{prefix}common.pt is missing: megatron-core's dist_checkpointing.load reads "
+                "it first (args, iteration, LR scheduler, the optimizer's param_groups) and "
+                "raises \"Common file ... does not exist\", so nothing loads, not even the "
+                "weights.")
+    return ""
+
+
 def _common_pt(fs: StateFiles, common: list[str], out: Found) -> None:
     """common.pt beside the DCP files: iteration, scheduler and args, as in the legacy file."""
     pf = fs.pickle(common[0])
     ck = {} if pf.unsafe else fields(pf.obj)
     iteration = as_int(ck.get("iteration"))
     out.step = iteration
+    args = fields(ck.get("args"))
+    out.ranks = as_int(args.get("world_size"))
+    degrees = {k: as_int(args.get(k)) for k in PARALLEL if as_int(args.get(k)) is not None}
+    said = ", ".join(f"{k.split('_')[0]} {v}" for k, v in degrees.items())
     out.add(Component("progress", OK if iteration is not None else MISSING, tuple(common),
-                      f"common.pt: iteration {iteration}.", {"iteration": iteration}))
+                      f"common.pt: iteration {iteration}" + (f" (saved at {said})" if said
+                                                              else "") + ".",
+                      {"iteration": iteration, **degrees}))
     out.add(_scheduler(fs, pf, ck, common, "common.pt has no opt_param_scheduler."))
     consumed = dig(ck, "args", "consumed_train_samples")
     out.add(Component("data", OK, tuple(common), f"args.consumed_train_samples is "

@@ -94,13 +94,23 @@ def _path(sep: str):
     return make
 
 
+def _write_item_type(u, args):  # WriteItemType(1): an enum member by its value
+    names = {1: "TENSOR", 2: "SHARD", 3: "BYTE_IO"}
+    return f"WriteItemType.{names.get(args[0], short(args[0]))}" if len(args) == 1 else None
+
+
 _M = "torch.distributed.checkpoint.metadata."
+_P = "torch.distributed.checkpoint.planner."
 DCP_GLOBALS = {  # every global a real .metadata names (FORMATS.md "DCP")
     **{_M + k: _record(k) for k in ("Metadata", "TensorStorageMetadata", "BytesStorageMetadata",
                                     "ChunkStorageMetadata", "TensorProperties", "StorageMeta")},
     _M + "MetadataIndex": _record("MetadataIndex", _Index),
     _M + "_MEM_FORMAT_ENCODING": _mem_format,
     "torch.distributed.checkpoint.filesystem._StorageInfo": _record("_StorageInfo"),
+    # megatron-core keeps every rank's save plan in Metadata.all_local_plans (its
+    # state_dict_saver, to reuse the metadata on the next save); read, never used
+    **{_P + k: _record(k) for k in ("SavePlan", "WriteItem", "TensorWriteData")},
+    _P + "WriteItemType": _write_item_type,
     "torch.Size": torch_size,
     "torch.serialization._get_layout": torch_layout,
     **DTYPE_GLOBALS,

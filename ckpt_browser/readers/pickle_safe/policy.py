@@ -100,6 +100,7 @@ ENUMS = frozenset({
     "accelerate.utils.dataclasses.DynamoBackend", "deepspeed.runtime.zero.config.ZeroStageEnum",
     "megatron.core.enums.ModelType", "uuid.SafeUUID",
     "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+    "torch.distributed.checkpoint.planner.WriteItemType",
 })
 
 DATA = frozenset({
@@ -121,6 +122,10 @@ DATA = frozenset({
     "torch.distributed.checkpoint.metadata.StorageMeta",
     "torch.distributed.checkpoint.metadata.MetadataIndex",
     "torch.distributed.checkpoint.filesystem._StorageInfo",
+    # the save plans megatron-core keeps in Metadata.all_local_plans (to reuse on its next save)
+    "torch.distributed.checkpoint.planner.SavePlan",
+    "torch.distributed.checkpoint.planner.WriteItem",
+    "torch.distributed.checkpoint.planner.TensorWriteData",
     # numpy arrays, scalars and RNG state
     "numpy.ndarray", "numpy.dtype", "numpy.core.numeric._frombuffer",
     "numpy._core.numeric._frombuffer", "numpy.random._pickle.__randomstate_ctor",

@@ -219,6 +219,9 @@ class Layout:
     # how producers name a file (or a folder on its path) for one rank: such files are read in
     # full only up to limits.rank_files (re.Patterns, Producer.rank_names)
     rank_names: tuple = ()
+    # weights files kept apart from the model's (an EMA copy in its own folder): not shards of
+    # it, so not cross-checked with them
+    apart: tuple[str, ...] = ()
 
     @cached_property
     def shard_names(self) -> frozenset[str]:

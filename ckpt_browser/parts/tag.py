@@ -55,6 +55,8 @@ def tag_file(layout: Layout, f: FileInfo) -> FileInfo:
                             for t in tensors)
         return replace(f, tensors=tensors, parts=tuple(Part(p.kind, p.path, p.what)
                                                        for p in found))
+    if f.format == "safetensors" and f.name in layout.apart:  # an EMA copy in its own folder
+        return replace(f, tensors=tuple(t._replace(component="ema") for t in f.tensors))
     if f.format == "safetensors" and layout.index is not None and f.name not in layout.shard_names:
         # beside an index that does not name it: loaders skip it, so it is not the weights
         return replace(f, tensors=tuple(t._replace(component="other") for t in f.tensors))

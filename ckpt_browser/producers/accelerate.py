@@ -55,7 +55,8 @@ RULE = TrainerRule(
     },
     rx(r"random_states_\d+\.pkl", r"optimizer(?:_\d+)?\.bin", r"scheduler(?:_\d+)?\.bin",
        r"dl_state_dict(?:_\d+)?\.bin", r"custom_checkpoint_\d+\.pkl"),
-    re.compile(r"^pytorch_model(?:_\d+)?$"), engine_pointer=False)  # it loads by tag
+    re.compile(r"^pytorch_model(?:_\d+)?$"), engine_pointer=False,  # it loads by tag
+    pretrained=True)
 
 
 def _claims(seen: Seen) -> bool:

@@ -7,6 +7,7 @@ module of this package behind one `Producer`; `producers.PRODUCERS` orders them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
@@ -282,6 +283,17 @@ def missing_ranks(facts: dict, kind: str, severity, what: str) -> tuple[list[int
 
 
 # --- marker files ------------------------------------------------------------------------------
+
+def small_json(path: str) -> dict | None:
+    """A small JSON object a producer's names point at (a config.json), or None."""
+    try:
+        with open_regular(path) as f:
+            raw = f.read(MAX_MARKER * 16 + 1)
+        doc = json.loads(raw) if len(raw) <= MAX_MARKER * 16 else None
+    except (OSError, ValueError, RecursionError):  # RecursionError: a nesting bomb
+        return None
+    return doc if isinstance(doc, dict) else None
+
 
 def read_marker(folder: str, name: str) -> tuple[str, Problem | None]:
     try:

@@ -199,7 +199,7 @@ def _with_files(layout: Layout, det, names: list[str]) -> Layout:
             files.setdefault(n)  # nothing or a loop of links is listed, and read as damaged
     ordered = tuple(sorted(files, key=natural_key))
     return replace(layout, files=ordered, shards=layout.shards or layout.files, dcp=tuple(dcp),
-                   detection=det)
+                   detection=det, apart=det.files("ema") if det is not None else ())
 
 
 def _shown(name: str) -> bool:

@@ -27,7 +27,10 @@ from ckpt_browser.producers.base import (
     add,
     engine_save,
     isdir,
+    listdir,
     match_roles,
+    rx,
+    small_json,
     with_other,
 )
 from ckpt_browser.producers.dcp import dcp_files, is_dcp
@@ -41,6 +44,7 @@ class TrainerRule:
     engine_tags: re.Pattern  # the tag folders an engine (base.Engine) saves into its folder
     adapters: bool = False  # PEFT saves one adapter folder per adapter name
     folder_epoch: bool = True  # HF takes its epoch from trainer_state.json, not the name
+    pretrained: bool = False  # save hooks may write models with save_pretrained in sub-folders
     engine_pointer: bool = True  # its resume loads the tag the engine's marker names
 
     def signed(self, seen: Seen) -> bool:
@@ -60,6 +64,8 @@ def trainer_folder(rule: TrainerRule, seen: Seen) -> Detection:
         for sub in names:
             if os.path.isfile(os.path.join(path, sub, "adapter_model.safetensors")):
                 add(roles, "weights", [f"{sub}/adapter_model.safetensors"])
+    if rule.pretrained:
+        _pretrained_dirs(path, names, roles)
     dcp: list[str] = []
     variant = _fsdp_dirs(path, names, roles, dcp)
     inner = engine_save(seen, rule.engine_tags, pointer=rule.engine_pointer)
@@ -72,6 +78,29 @@ def trainer_folder(rule: TrainerRule, seen: Seen) -> Detection:
     return Detection(path, path, rule.framework, seen.step, seen.source,
                      seen.epoch if rule.folder_epoch else None, variant, roles,
                      tuple(dcp), problems=inner.problems if inner else ())
+
+
+_STEM = r"(?:diffusion_pytorch_model|model|pytorch_model)"
+PRETRAINED = rx(_STEM + r"(?:-\d+-of-\d+)?\.(?:safetensors|bin)",
+                _STEM + r"\.(?:safetensors|bin)\.index\.json")
+EMA_CONFIG = {"decay", "optimization_step"}  # diffusers' EMAModel.save_pretrained adds these
+
+
+def _pretrained_dirs(path: str, names: list[str], roles: dict) -> None:
+    """Models a script's save hook wrote with save_pretrained into sub-folders instead of
+    accelerate's own model file (diffusers' training scripts: unet/, unet_ema/): each a
+    config.json and its weights; an EMA's config records its decay and optimization_step."""
+    for sub in names:
+        if not isdir(path, sub):
+            continue
+        inner = listdir(os.path.join(path, sub))
+        files = [f"{sub}/{n}" for n in inner if PRETRAINED.match(n)]
+        if "config.json" not in inner or not files:
+            continue
+        config = small_json(os.path.join(path, sub, "config.json"))
+        add(roles, "ema" if config is not None and EMA_CONFIG <= config.keys() else "weights",
+            files)
+        add(roles, OTHER, [f"{sub}/config.json"])
 
 
 def _fsdp_dirs(path: str, names: list[str], roles: dict, dcp: list[str]) -> str:

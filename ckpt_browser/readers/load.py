@@ -164,10 +164,10 @@ def finish(layout: Layout, files: list[FileInfo]) -> Checkpoint:
     problems = list(layout.problems)
     for f in files:
         problems.extend(f.problems)
-    shards = set(layout.shards)
+    shards, apart = set(layout.shards), set(layout.apart)
     with paused_gc():
-        problems.extend(cross_check(layout, [f for f in files if f.name in shards or (
-            layout.index is None and f.format == "safetensors")]))
+        problems.extend(cross_check(layout, [f for f in files if f.name not in apart and (
+            f.name in shards or (layout.index is None and f.format == "safetensors"))]))
     order = {n: i for i, n in enumerate(layout.files)}
     files = sorted(files, key=lambda f: order.get(f.name, len(order)))
     return Checkpoint(layout, tuple(files), tuple(dict.fromkeys(problems)))

@@ -68,10 +68,12 @@ def safetensors_locs(ckpt: Checkpoint) -> list[TensorLoc]:
             continue
         start = 8 + shard.header_bytes
         path = os.path.join(ckpt.layout.root, shard.name)
+        # an EMA copy kept apart names its tensors as the model does: paired by its folder
+        folder = os.path.dirname(shard.name) if shard.name in ckpt.layout.apart else ""
         for name, dtype, shape, file, begin, end, _, kind, _ in shard.tensors:
             out.append(TensorLoc(name, dtype, shape, file, kind,
                                  (Piece(path, start + begin, end - begin, (0,) * len(shape),
-                                        shape),)))
+                                        shape),), key=f"{folder}/{name}" if folder else ""))
     return out
 
 

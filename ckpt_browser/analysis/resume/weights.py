@@ -77,12 +77,16 @@ def _message(file: str | None, messages: list[str]) -> str:
 def _checked(draft: Draft, ckpt: Checkpoint) -> None:
     """Weights listed by name in the training state, now with their headers read."""
     old = draft.components["weights"]
-    if old.status != "ok" or not ckpt.shards or any(
+    apart = ckpt.layout.apart
+    shards = [f for f in ckpt.shards if f.name not in apart]
+    if old.status != "ok" or not shards or any(
             f.format not in ("safetensors", "json") for f in ckpt.files if f.name in old.files):
         return
-    n, tensors = len(ckpt.shards), ckpt.totals.tensors
+    n, tensors = len(shards), ckpt.totals.tensors
     checked = "every header and the index check out" if ckpt.layout.index else \
         "every header checks out"
-    what = (f"{ckpt.shards[0].name}: {tensors:,} tensors; its header checks out" if n == 1 else
+    what = (f"{shards[0].name}: {tensors:,} tensors; its header checks out" if n == 1 else
             f"{n} safetensors shards, {tensors:,} tensors; {checked}")
+    if apart:
+        what += f"; an EMA copy is kept apart in {name_list(apart)}"
     draft.components["weights"] = Component("weights", "ok", old.files, what + ".", old.facts)

@@ -433,7 +433,7 @@ def _progress(src: Sources, det, out: Found) -> Component:
         out.epoch = found[epochs[0]]["value"]
         facts["epoch"], facts["epoch_from"] = out.epoch, epochs[0]
     if not found:
-        return _bad_for(src, "progress") or Component(
+        return _bad_for(src, "progress") or _epoch_history(src, out) or Component(
             "progress", MISSING, (), "no step or epoch counter in these files: the resumed run "
             "starts counting (schedule, logging, when to stop) from 0 unless the script knows "
             "where it was.")
@@ -444,6 +444,24 @@ def _progress(src: Sources, det, out: Found) -> Component:
     more = len(found) - len(chosen)
     extra = f"; {more} more counter{'s' if more != 1 else ''} in the facts" if more > 0 else ""
     return Component("progress", OK, files, f"{said} in {name_list(files)}{extra}.", facts)
+
+
+def _epoch_history(src: Sources, out: Found) -> Component | None:
+    """A JSON list of per-epoch records beside the state (skorch's history.json, which
+    load_params(f_history=...) restores, so the next fit goes on counting epochs)."""
+    for f in src.ckpt.files:
+        if f.format != "json":
+            continue
+        doc, _ = src.fs.json(f.name, (dict, list))
+        if not isinstance(doc, list) or not doc or not all(
+                isinstance(r, dict) and type(r.get("epoch")) is int for r in doc):
+            continue
+        out.epoch = doc[-1]["epoch"]
+        return Component("progress", OK, (f.name,), f"{f.name} records {len(doc):,} epochs, the "
+                         f"last epoch {out.epoch}: a history the resume restores to go on "
+                         "counting epochs.", {"epoch": out.epoch, "epoch_from": f.name,
+                                              "epochs": len(doc)})
+    return None
 
 
 def _rank(path: str) -> int:

@@ -85,11 +85,12 @@ class StateFiles:
             self.problems.extend(d.problems)
         return self._cache[key]
 
-    def json(self, name: str) -> tuple[dict | None, str]:
-        """(document, why it is unreadable)."""
-        key = f"json:{name}"
+    def json(self, name: str, kinds: tuple[type, ...] = (dict,)) -> tuple:
+        """(document, why it is unreadable); a document of another type than `kinds` is
+        unreadable."""
+        key = f"json:{name}:{','.join(k.__name__ for k in kinds)}"
         if key not in self._cache:
-            self._cache[key] = read_json(os.path.join(self.root, name), self.max_json)
+            self._cache[key] = read_json(os.path.join(self.root, name), self.max_json, kinds)
             if self._cache[key][1]:
                 self.problems.append(Problem(ERROR, name, self._cache[key][1]))
         return self._cache[key]
@@ -158,7 +159,7 @@ class StateFiles:
         return functools.partial(self.scalar, pf) if pf is not None else (lambda v: None)
 
 
-def read_json(path: str, limit: int) -> tuple[dict | None, str]:
+def read_json(path: str, limit: int, kinds: tuple[type, ...] = (dict,)) -> tuple:
     try:
         size = os.path.getsize(path)
         if size > limit:
@@ -173,6 +174,6 @@ def read_json(path: str, limit: int) -> tuple[dict | None, str]:
         return None, f"not valid JSON: {e}"
     except OSError as e:
         return None, f"cannot read it: {e.strerror or e}"
-    if not isinstance(doc, dict):
-        return None, "not a JSON object"
+    if not isinstance(doc, kinds):
+        return None, "not a JSON object" if kinds == (dict,) else "not a JSON object or list"
     return doc, ""

@@ -27,13 +27,18 @@ MAX_SHAPES = 10_000  # exp_avg shapes listed per optimizer
 
 def optimizer_facts(sd: dict, scalar: Callable) -> dict:
     groups = []
-    for g in sd.get("param_groups") or []:
+    groups_in = sd.get("param_groups") or fields(sd.get("hypers")).get("items") or []
+    for g in groups_in if isinstance(groups_in, (list, tuple)) else []:
         g = fields(g)
         params = g.get("params")
         hp = {str(k): jsonable(v, scalar) for k, v in g.items() if k != "params"}
         hp["params"] = len(params) if isinstance(params, (list, tuple)) else 0
         groups.append(hp)
-    state = sd.get("state") if isinstance(sd.get("state"), dict) else {}
+    state = sd.get("state")
+    if isinstance(state, (list, tuple)):  # fastai: one dict per parameter, in order
+        state = {i: st for i, st in enumerate(state) if fields(st)}
+    elif not isinstance(state, dict):
+        state = {}
     keys: set[str] = set()
     steps: set = set()
     dtypes: set[str] = set()
@@ -44,11 +49,13 @@ def optimizer_facts(sd: dict, scalar: Callable) -> dict:
         if "step" in st:
             v = jsonable(st["step"], scalar)
             steps.add(set_key(v))
-        avg = st.get("exp_avg")
+        avg = st.get("exp_avg", st.get("grad_avg"))
         if isinstance(avg, TensorRef):
             dtypes.add(avg.dtype)
             if len(shapes) < MAX_SHAPES:
                 shapes[str(pid)] = list(avg.shape)
+    if groups and not any(g["params"] for g in groups):  # fastai's hypers name no params
+        groups[0]["params"] = len(sd["state"]) if isinstance(sd.get("state"), list) else 0
     return {"param_groups": groups, "params": sum(g["params"] for g in groups),
             "params_with_state": len(state), "state_keys": sorted(keys),
             "step": sorted(steps, key=lambda v: (isinstance(v, str), v)),

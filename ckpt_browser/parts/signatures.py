@@ -92,6 +92,7 @@ def tensor_count(f: dict) -> int:
 
 # what an optimizer keeps per parameter (torch's optimizers; megatron-core's fp32 master copy)
 MOMENTS = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "step",
+                     "grad_avg", "sqr_avg",  # fastai's
                      "sum", "square_avg", "acc_delta", "exp_inf", "ax", "eta", "mu", "prev",
                      "fp32_param"})
 
@@ -101,6 +102,9 @@ def optimizer_kind(f: dict) -> str | None:
     if type(f.get("state")) is dict and type(f.get("param_groups")) in (list, dict):
         fqn = any(type(k) is str for k in f["state"])
         return "torch optimizer state_dict" + (" (keyed by parameter name)" if fqn else "")
+    if type(f.get("state")) in (list, tuple) and "hypers" in f and f["state"] and all(
+            type(x) is dict for x in f["state"]):
+        return "fastai optimizer state (Learner.save: a dict per parameter, hypers per group)"
     if _by_moment(f):
         return "optimizer state sharded by moment (megatron-core: state.exp_avg.<param>)"
     if "base_optimizer_state" in f or "fp32_flat_groups" in f or \

@@ -6,6 +6,7 @@ weights, optimizer and scheduler files, or a nested FSDP save or engine tag fold
 
 from __future__ import annotations
 
+import os
 import re
 
 from ckpt_browser.model import ERROR, WARNING, Component, Finding, Problem, TrainingState
@@ -33,6 +34,7 @@ from ckpt_browser.producers.base import (
     NOT_EXACT,
     Detection,
     Producer,
+    Seen,
     engine_parts,
     per_update,
     rx,
@@ -58,9 +60,10 @@ RULE = TrainerRule(
         "data": rx(r"trainer_state\.json", r"training_args\.bin"),
         "scaler": rx(r"scaler\.pt"),
     },
-    # any one of these names, in a folder or alone: a lone pytorch_model.bin is no sign of HF
-    rx(r"trainer_state\.json", r"training_args\.bin", r"optimizer\.pt", r"scheduler\.pt",
-       r"rng_state(?:_\d+)?\.pth"),
+    # any one of these names, in a folder or alone: a lone pytorch_model.bin is no sign of HF,
+    # nor optimizer.pt or scheduler.pt, which custom loops and other libraries write too
+    # (skorch's Checkpoint); those sign HF only in a checkpoint-N folder (_claims)
+    rx(r"trainer_state\.json", r"training_args\.bin", r"rng_state(?:_\d+)?\.pth"),
     re.compile(r"^global_step\d+$"), adapters=True, folder_epoch=False)
 
 
@@ -234,8 +237,18 @@ def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -
                     f"those it trains on next differ from the original run; {NOT_EXACT}.")]
 
 
-HF_TRAINER = Producer("hf-trainer", RULE.signed, RULE.roles_of,
-                      (step_name("checkpoint-N", r"checkpoint-(\d+)"),),
+STEPS = (step_name("checkpoint-N", r"checkpoint-(\d+)"),)  # trainer_utils.PREFIX_CHECKPOINT_DIR
+WEAK = rx(r"optimizer\.pt", r"scheduler\.pt")
+
+
+def _claims(seen: Seen) -> bool:
+    if RULE.signed(seen):
+        return True
+    named = seen.base if not seen.is_file else os.path.basename(os.path.abspath(seen.root))
+    return STEPS[0].pattern.match(named) is not None and any(map(WEAK.match, seen.names))
+
+
+HF_TRAINER = Producer("hf-trainer", _claims, RULE.roles_of, STEPS,
                       rank_names=re.compile(r"^rng_state_(\d+)\.pth$"),
                       rng_file=lambda rank, n: "rng_state.pth" if n == 1 else
                       f"rng_state_{rank}.pth",

@@ -41,7 +41,7 @@ def classify(obj) -> list[Found]:
     if type(obj) in (list, tuple) and obj and all(type(v) is TensorRef for v in obj) \
             and not sig.rng_kinds(obj):
         return [Found("weights", "", obj, f"a list of {len(obj)} tensors")]
-    _visit(obj, "", "", 0, out)
+    _visit(obj, "", "", 0, out, {})
     return out
 
 
@@ -49,10 +49,23 @@ def _join(path: str, key) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _visit(node, path: str, key: str, depth: int, out: list[Found]) -> None:
+def _visit(node, path: str, key: str, depth: int, out: list[Found], seen: dict) -> None:
+    """`seen`: (id, key) of each container visited -> the parts found in it, by path below it.
+    An object the pickle shares (memoised, reached by many paths: a Learner's data loaders)
+    is searched once under each key and its parts said again under each other path."""
     if depth > MAX_DEPTH:
         return
     kind = type(node)
+    if kind is dict or kind is Opaque or kind is list or kind is tuple:
+        memo = (id(node), key)
+        done = seen.get(memo)
+        if done is not None:
+            out.extend(Found(f.kind, path + rel, f.node, f.what) for rel, f in done)
+            return
+        start = len(out)
+        _container(node, kind, path, key, depth, out, seen)
+        seen[memo] = [(f.path[len(path):], f) for f in out[start:]]
+        return
     if kind is TensorRef:
         leaf = sig.rng_leaf(node)
         if leaf:
@@ -65,12 +78,14 @@ def _visit(node, path: str, key: str, depth: int, out: list[Found]) -> None:
         if counter:
             out.append(Found("progress", path, node, f"{counter} counter"))
         return
+    if key == "loss_scale" and kind is float:
+        out.append(Found("scaler", path, node, "loss scale"))
+
+
+def _container(node, kind, path: str, key: str, depth: int, out: list[Found],
+               seen: dict) -> None:
     if kind in (list, tuple):
-        _sequence(node, path, key, depth, out)
-        return
-    if kind is not dict and kind is not Opaque:
-        if key == "loss_scale" and kind is float:
-            out.append(Found("scaler", path, node, "loss scale"))
+        _sequence(node, path, key, depth, out, seen)
         return
     f = sig.fields(node)
     if kind is Opaque and (node.qualname in ("argparse.Namespace", "types.SimpleNamespace")
@@ -95,7 +110,7 @@ def _visit(node, path: str, key: str, depth: int, out: list[Found]) -> None:
         out.append(Found("progress", path, node, "Composer timestamp"))
         return
     for k, v in f.items():
-        _visit(v, _join(path, k), str(k), depth + 1, out)
+        _visit(v, _join(path, k), str(k), depth + 1, out, seen)
 
 
 def _part(f: dict, node, key: str) -> tuple[str, str] | None:
@@ -122,7 +137,7 @@ def _part(f: dict, node, key: str) -> tuple[str, str] | None:
     return None
 
 
-def _sequence(node, path: str, key: str, depth: int, out: list[Found]) -> None:
+def _sequence(node, path: str, key: str, depth: int, out: list[Found], seen: dict) -> None:
     kinds = sig.rng_kinds(node)
     if kinds:
         out.append(Found("rng", path, node, "RNG states (" + ", ".join(dict.fromkeys(kinds))
@@ -134,7 +149,7 @@ def _sequence(node, path: str, key: str, depth: int, out: list[Found]) -> None:
         return
     for i, v in enumerate(node[:MAX_ITEMS]):
         if type(v) in (dict, Opaque, list, tuple, TensorRef):
-            _visit(v, _join(path, i), str(i), depth + 1, out)
+            _visit(v, _join(path, i), str(i), depth + 1, out, seen)
 
 
 def _scalers_inside(f: dict, path: str, out: list[Found]) -> None:

@@ -40,8 +40,7 @@ def tag_file(layout: Layout, f: FileInfo) -> FileInfo:
     if f.format in PICKLE_FORMATS and isinstance(f.source, PickleFile) and f.source.obj is not None:
         found = classify(f.source.obj)
         kinds = kinds_of(found)
-        attrs = {a for p in found if p.kind in ("weights", "ema") and type(p.node) is Opaque
-                 for a in module_attributes(p.node, p.path)}  # not in its state_dict()
+        attrs = _module_attributes(found)
         tensors = tuple(t._replace(component="other" if t.name in attrs else
                                    innermost(kinds, t.name) or "other") for t in f.tensors)
         shapes = zero3_shapes(f.source.obj)
@@ -111,6 +110,21 @@ def dcp_skeleton(d: DcpCheckpoint) -> dict:
         if type(node) is dict and key[start:] not in node:  # a clash of a leaf and a subtree
             node[key[start:]] = ref                         # keeps the first; the table names
     return root                                             # the other
+
+
+def _module_attributes(found) -> set[str]:
+    """Paths of the tensors pickled modules keep as plain attributes, not in their
+    state_dict(); each module (shared by many paths in a pickle) walked once."""
+    by_node: dict[int, set[str]] = {}
+    out: set[str] = set()
+    for p in found:
+        if p.kind not in ("weights", "ema") or type(p.node) is not Opaque:
+            continue
+        rel = by_node.get(id(p.node))
+        if rel is None:
+            rel = by_node[id(p.node)] = module_attributes(p.node)
+        out.update(f"{p.path}.{r}" if p.path else r for r in rel)
+    return out
 
 
 def _unplaceholder(name: str, tensors, shapes: dict) -> tuple:

@@ -65,6 +65,16 @@ def dcp_only(seen: Seen, framework: str = "dcp") -> Detection:
 # --- reading its files -----------------------------------------------------------------
 
 
+NOT_SAVED = {
+    "scheduler": ("LR scheduler state", "the schedule restarts from its first step unless the "
+                  "script sets it again."),
+    "data": ("data-loader state", "the data restarts from the beginning unless the script skips "
+             "what was already seen."),
+    "progress": ("step counter", "the resumed run counts from step 0 unless the script is told "
+                 "where it was."),
+}
+
+
 def build_dcp(det: Detection, fs: StateFiles) -> Found:
     """Each part where its content puts it (FileInfo.parts of the .metadata), under any key;
     the prefixes torchtitan uses where the content says nothing."""
@@ -76,14 +86,16 @@ def build_dcp(det: Detection, fs: StateFiles) -> Found:
     files = det.files("weights")
     for kind, pre in (("scheduler", "lr_scheduler."), ("data", "dataloader."),
                       ("progress", "train_state.")):
+        absent = pre
         found = [p for p in parts if p.kind == kind]
         pre, vals = part_values(fs, d, [p.path for p in found], pre)
         label = f"{pre}* keys" if pre else "keys"
         out.add(unsafe_items(kind, files, vals, pre) or (
             Component(kind, OK, tuple(files), f"{label} in the DCP checkpoint: "
                       f"{name_list(sorted(vals), 5)}.", {"keys": vals}) if vals else
-            missing(kind, f"a plain DCP checkpoint with no {pre}* keys: which framework wrote it "
-                    "is unknown, so this state is not found.")))
+            missing(kind, f"no {NOT_SAVED[kind][0]} among this DCP checkpoint's keys (looked "
+                    f"for by what they hold, under any name, and under {absent}*): "
+                    f"{NOT_SAVED[kind][1]}")))
         if kind == "progress":
             out.step = _step(found, vals, pre)
     out.add(rng_in_dcp(files, parts) or missing(

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from ckpt_browser.model import Component
-from ckpt_browser.parts.common import missing, under
+from ckpt_browser.parts.common import OK, missing, name_list, under
 from ckpt_browser.parts.files import StateFiles
 from ckpt_browser.parts.optimizer import optimizer_from_dcp, optimizer_from_pickles
 from ckpt_browser.parts.weights import weights_component
@@ -130,7 +130,12 @@ def weights_sources(fs: StateFiles, det: Detection, ds: EngineParts | None,
     plain = [f for f in files if not (ds and ds.owns(f)) and not _in_dcp(det, f)]
     dcp = [rel for rel in det.dcp if rel.startswith(fsdp_prefix)]
     if plain:
-        return weights_component(fs, plain)
+        c = weights_component(fs, plain)
+        ema = det.files("ema")
+        if ema and c.status == OK:  # a save_pretrained EMA folder (Layout.apart)
+            c = Component("weights", OK, c.files, c.detail[:-1] + "; an EMA copy is kept apart "
+                          f"in {name_list(ema)}.", {**c.facts, "ema": list(ema)})
+        return c
     if dcp:
         return weights_component(fs, under(files, dcp[0]), dcp=dcp[0], dcp_prefix="model.")
     if ds is not None and ds.model_files:

@@ -43,6 +43,7 @@ def test_weights_are_the_unet_folder_and_the_ema_is_kept_apart():
     assert {t["component"] for t in by_file[EMA].values()} == {"ema"}
     assert doc["totals"]["tensors"] == len(unet)
     assert doc["totals"]["by_component"]["ema"]["tensors"] == len(header(ckpt / EMA))
+    assert EMA in doc["components"]["weights"]["detail"]  # what the browser shows
 
 
 def test_check_reads_the_run_as_accelerate_with_its_weights():

@@ -58,7 +58,8 @@ def _by_content(folder: str, depth: int) -> list[TimelineEntry]:
     files = [n for n in names if not n.startswith(".") and not n.endswith(".distcp")
              and os.path.isfile(os.path.join(folder, n))]
     kinds = {n: _kind(os.path.join(folder, n)) for n in files[:MAX_FILES]}  # 100,000 files
-    torch = [n for n, k in kinds.items() if k in ("zip", "torch-legacy", "pickle")]
+    torch = _once_each(folder, [n for n, k in kinds.items() if k in ("zip", "torch-legacy",
+                                                                       "pickle")])
     if len(torch) >= 2:
         return _single_files(folder, torch)
     if "safetensors" in kinds.values() or torch:
@@ -103,6 +104,15 @@ def _checkpoint_folder(folder: str, name: str) -> bool:
         return True
     return any(_kind(os.path.join(path, n)) in ("zip", "torch-legacy") for n in inner[:64]
                if os.path.isfile(os.path.join(path, n)))
+
+
+def _once_each(folder: str, names: list[str]) -> list[str]:
+    """A link to a file beside it is that checkpoint again (Composer's latest-rank0.pt ->
+    ep2-ba8-rank0.pt): listed once, under the file's own name."""
+    real = {os.path.realpath(os.path.join(folder, n)): n for n in names
+            if not os.path.islink(os.path.join(folder, n))}
+    return [n for n in names if not os.path.islink(os.path.join(folder, n))
+            or os.path.realpath(os.path.join(folder, n)) not in real]
 
 
 def _single_files(folder: str, names: list[str]) -> list[TimelineEntry]:

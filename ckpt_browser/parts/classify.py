@@ -106,7 +106,8 @@ def _container(node, kind, path: str, key: str, depth: int, out: list[Found],
     if sig.CONFIG_NAMES.match(key) and not sig.tensor_count(f):
         out.append(Found("config", path, node, f"settings ({key})"))
         return
-    if key == "timestamp" and "epoch" in f and "batch" in f:  # Composer's Timestamp
+    # Composer's Timestamp: its state_dict, under "timestamp", or under its class name there
+    if key in ("timestamp", "Timestamp") and "epoch" in f and "batch" in f:
         out.append(Found("progress", path, node, "Composer timestamp"))
         return
     for k, v in f.items():

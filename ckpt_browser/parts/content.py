@@ -210,7 +210,7 @@ def _weights(src: Sources, det) -> Component:
     if classes:
         facts["classes"] = sorted(set(classes))
     return Component("weights", OK, tuple(dict.fromkeys(files + shards)),
-                     _weights_sentence(rows, ema, classes), facts)
+                     _weights_sentence(rows, ema, classes, src.project), facts)
 
 
 def _index_names(ckpt: Checkpoint) -> tuple[str, ...]:
@@ -221,7 +221,8 @@ WRAPPED = {"module.": "DataParallel / DDP", "_orig_mod.": "torch.compile",
            "_fsdp_wrapped_module.": "FSDP"}
 
 
-def _weights_sentence(rows: list[dict], ema: list[dict], classes: list[str]) -> str:
+def _weights_sentence(rows: list[dict], ema: list[dict], classes: list[str],
+                      project: Project | None = None) -> str:
     main = rows[0] if rows else ema[0]
     n = sum(r["tensors"] for r in rows) if rows else main["tensors"]
     files = list(dict.fromkeys(r["file"] for r in rows))
@@ -232,7 +233,10 @@ def _weights_sentence(rows: list[dict], ema: list[dict], classes: list[str]) -> 
         more = f", in {len(rows)} state dicts" if len(rows) > 1 else ""
         text = f"{where} holds {n:,} weight tensors{more}"
     prefix = main.get("prefix")
-    if prefix:
+    own, why = project.own_prefix if project is not None else ("", "")
+    if prefix and prefix == own:
+        text += f"; every name starts with {prefix} ({why})"
+    elif prefix:
         who = " then ".join(WRAPPED.get(w + ".", w) for w in prefix.rstrip(".").split("."))
         text += (f"; every name starts with {prefix} (saved from {who}), which the loading "
                  "code must strip")

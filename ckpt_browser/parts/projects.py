@@ -24,6 +24,9 @@ class Project:
     missing: dict[str, str] = field(default_factory=dict)
     saves_no_scaler: bool = False  # its resume builds a new GradScaler, fp16 or not (YOLOv5)
     own_loop: bool = False  # no project's resume: the user's own code restores the state
+    # a prefix its own model wrapper gives every weight name, which its loader keeps:
+    # (prefix, why)
+    own_prefix: tuple[str, str] = ("", "")
 
 
 NO_RNG_REPLAY = ("the resumed run re-seeds instead, so dropout and shuffling differ from an "
@@ -86,7 +89,9 @@ PROJECTS = {
     "fairseq": Project("fairseq", "fairseq (checkpoint_utils.save_checkpoint)", {
         "rng": "fairseq needs no saved RNG: it reseeds with seed + num_updates on every "
                "update, so the resumed run draws the same numbers."}),
-    "composer": Project("composer", "MosaicML Composer"),
+    "composer": Project("composer", "MosaicML Composer", own_prefix=(
+        "module.", "ComposerClassifier / HuggingFaceModel keep the network as .module, and "
+        "Composer loads the names as they are")),
     "torchtune": Project("torchtune", "torchtune (recipe_state.pt)", {},
                          {"scheduler": "torchtune does not save the LR scheduler: it is rebuilt "
                                        "with last_epoch = global_step - 1, so internals such as "

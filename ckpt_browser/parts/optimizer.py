@@ -123,7 +123,7 @@ def optimizer_from_dcp(fs: StateFiles, files, rel: str, prefix: str = "optimizer
         rest = key[len(prefix):]
         if rest.startswith("state."):
             head, _, tail = rest[len("state."):].partition(".")
-            if head in MOMENTS and tail:  # megatron-core: state.exp_avg.<param>
+            if head in MOMENTS and tail:  # sharded by moment: state.exp_avg.<param>
                 fqn, leaf = tail, head
             else:  # torch: state.<param>.exp_avg
                 fqn, _, leaf = rest[len("state."):].rpartition(".")

@@ -107,8 +107,8 @@ DCP_GLOBALS = {  # every global a real .metadata names (FORMATS.md "DCP")
     _M + "MetadataIndex": _record("MetadataIndex", _Index),
     _M + "_MEM_FORMAT_ENCODING": _mem_format,
     "torch.distributed.checkpoint.filesystem._StorageInfo": _record("_StorageInfo"),
-    # megatron-core keeps every rank's save plan in Metadata.all_local_plans (its
-    # state_dict_saver, to reuse the metadata on the next save); read, never used
+    # save plans: a writer may keep every rank's in Metadata.all_local_plans, to reuse them
+    # on its next save (FORMATS.md "DCP"); read as inert records, never used
     **{_P + k: _record(k) for k in ("SavePlan", "WriteItem", "TensorWriteData")},
     _P + "WriteItemType": _write_item_type,
     "torch.Size": torch_size,

@@ -7,7 +7,6 @@ module of this package behind one `Producer`; `producers.PRODUCERS` orders them.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from typing import Protocol
 
 from ckpt_browser.model import ERROR, Component, Finding, Problem, TrainingState, natural_key
 from ckpt_browser.parts.common import Found
-from ckpt_browser.parts.files import StateFiles
+from ckpt_browser.parts.files import StateFiles, read_json
 from ckpt_browser.readers.regular import open_regular
 from ckpt_browser.readers.walk import list_folder
 from ckpt_browser.standins import PickleFile
@@ -286,13 +285,7 @@ def missing_ranks(facts: dict, kind: str, severity, what: str) -> tuple[list[int
 
 def small_json(path: str) -> dict | None:
     """A small JSON object a producer's names point at (a config.json), or None."""
-    try:
-        with open_regular(path) as f:
-            raw = f.read(MAX_MARKER * 16 + 1)
-        doc = json.loads(raw) if len(raw) <= MAX_MARKER * 16 else None
-    except (OSError, ValueError, RecursionError):  # RecursionError: a nesting bomb
-        return None
-    return doc if isinstance(doc, dict) else None
+    return read_json(path, MAX_MARKER * 16)[0]
 
 
 def read_marker(folder: str, name: str) -> tuple[str, Problem | None]:

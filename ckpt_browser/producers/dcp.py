@@ -84,17 +84,16 @@ def build_dcp(det: Detection, fs: StateFiles) -> Found:
         return out
     d, parts = read
     files = det.files("weights")
-    for kind, pre in (("scheduler", "lr_scheduler."), ("data", "dataloader."),
-                      ("progress", "train_state.")):
-        absent = pre
+    for kind, usual in (("scheduler", "lr_scheduler."), ("data", "dataloader."),
+                        ("progress", "train_state.")):
         found = [p for p in parts if p.kind == kind]
-        pre, vals = part_values(fs, d, [p.path for p in found], pre)
+        pre, vals = part_values(fs, d, [p.path for p in found], usual)
         label = f"{pre}* keys" if pre else "keys"
         out.add(unsafe_items(kind, files, vals, pre) or (
             Component(kind, OK, tuple(files), f"{label} in the DCP checkpoint: "
                       f"{name_list(sorted(vals), 5)}.", {"keys": vals}) if vals else
             missing(kind, f"no {NOT_SAVED[kind][0]} among this DCP checkpoint's keys (looked "
-                    f"for by what they hold, under any name, and under {absent}*): "
+                    f"for by what they hold, under any name, and under {usual}*): "
                     f"{NOT_SAVED[kind][1]}")))
         if kind == "progress":
             out.step = _step(found, vals, pre)

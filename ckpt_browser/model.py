@@ -62,6 +62,9 @@ class TensorInfo(NamedTuple):
     numel: int
     component: str = "weights"  # one of TENSOR_KINDS
     located: bool = True
+    # a 0-element stand-in at the real shape: ZeRO-3 keeps the values in the optimizer's
+    # partitions, and every rank's file holds the same placeholders
+    placeholder: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -93,7 +96,7 @@ class Totals:
     def of(cls, tensors, component: str | None = None) -> Totals:
         """Totals of `tensors`, or of those belonging to one component."""
         by: dict[str | None, list[int]] = {}
-        for _, dtype, _, _, begin, end, numel, kind, _ in tensors:
+        for _, dtype, _, _, begin, end, numel, kind, _, _ in tensors:
             if component is not None and kind != component:
                 continue
             row = by.get(dtype)
@@ -246,12 +249,37 @@ class Checkpoint:
 
     def totals_of(self, component: str) -> Totals:
         total = Totals()
+        copies = self._placeholder_copies
         for f in self.files:
             if not f.tensors:
+                continue
+            if f.name in copies:
+                total = total + Totals.of(self._own(f, copies), component)
                 continue
             total = total + (f.totals if component == "weights" and f.all_weights
                              else Totals.of(f.tensors, component))
         return total
+
+    @cached_property
+    def _placeholder_copies(self) -> dict[str, frozenset[str]]:
+        """Per file, the placeholders that repeat an earlier file's (every ZeRO-3 rank saves
+        the same ones): listed with their file, counted once."""
+        seen: set[str] = set()
+        out = {}
+        for f in self.files:
+            if f.format == "safetensors" or f.format == "dcp-metadata":
+                continue
+            names = [t.name for t in f.tensors if t.placeholder]
+            again = frozenset(n for n in names if n in seen)
+            seen.update(names)
+            if again:
+                out[f.name] = again
+        return out
+
+    @staticmethod
+    def _own(f: FileInfo, copies: dict[str, frozenset[str]]) -> list[TensorInfo]:
+        again = copies[f.name]
+        return [t for t in f.tensors if not (t.placeholder and t.name in again)]
 
     @cached_property
     def component_totals(self) -> dict[str, Totals]:
@@ -268,8 +296,11 @@ class Checkpoint:
     @property
     def weights(self):
         """The model's weights: the tensors the content analysis put in the weights."""
+        copies = self._placeholder_copies
         for f in self.files:
-            if f.all_weights:
+            if f.name in copies:
+                yield from (t for t in self._own(f, copies) if t.component == "weights")
+            elif f.all_weights:
                 yield from f.tensors
             else:
                 yield from (t for t in f.tensors if t.component == "weights")

@@ -12,7 +12,6 @@ module view and the optimizer checks match on.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 from ckpt_browser.model import FileInfo, Layout, Part
@@ -45,7 +44,7 @@ def tag_file(layout: Layout, f: FileInfo) -> FileInfo:
                                    innermost(kinds, t.name) or "other") for t in f.tensors)
         shapes = zero3_shapes(f.source.obj)
         if shapes:
-            tensors = _unplaceholder(f.name, tensors, shapes)
+            tensors = _unplaceholder(tensors, shapes)
         held = {t.component for t in tensors}
         if "weights" not in held and "ema" in held:
             # an EMA with no live model beside it is what loads as the model (Ultralytics'
@@ -127,14 +126,13 @@ def _module_attributes(found) -> set[str]:
     return out
 
 
-def _unplaceholder(name: str, tensors, shapes: dict) -> tuple:
+def _unplaceholder(tensors, shapes: dict) -> tuple:
     """ZeRO-3 saves 0-element placeholders in `module` (signatures.zero3_shapes): show each
-    parameter at its real shape (its bytes are in the optimizer shards, so it is not located
-    here). Every rank's file holds the same placeholders; the weights are counted once, in
-    rank 0's."""
+    parameter at its real shape, marked a placeholder (its bytes are in the optimizer shards,
+    so it is not located here). Every rank's file holds the same placeholders, classified
+    alike; the checkpoint's totals and weights count each name once (model.Checkpoint)."""
     from ckpt_browser.readers.pickle_safe import ITEMSIZE
 
-    first = "zero_pp_rank_0_" in os.path.basename(name) or "zero_pp_rank_" not in name
     out = []
     for t in tensors:
         real = shapes.get(t.name.removeprefix("module."))
@@ -143,7 +141,7 @@ def _unplaceholder(name: str, tensors, shapes: dict) -> tuple:
             for d in real:
                 numel *= d
             t = t._replace(shape=real, numel=numel, begin=0, end=numel * ITEMSIZE.get(t.dtype, 1),
-                           located=False, component=t.component if first else "other")
+                           located=False, placeholder=True)
         out.append(t)
     return tuple(out)
 

@@ -34,22 +34,29 @@ def inspect_doc(ckpt: Checkpoint) -> dict:
 def tensor_rows(ckpt: Checkpoint) -> list[dict]:
     """Every tensor of every file. Safetensors offsets are relative to the data section (as in
     the header); other formats give absolute file offsets, or null where the file does not
-    say; a DCP tensor is listed once per chunk, in the rank file that holds it."""
+    say (a ZeRO-3 placeholder is marked `placeholder`); a DCP tensor is one row at its global
+    shape, with its chunks."""
     rows: list[dict] = []
     for f in ckpt.files:
         if f.format == "safetensors":
             # tuples encode as JSON arrays; no copies for 94,000 tensors
             rows.extend({"name": name, "dtype": dtype, "shape": shape, "nbytes": end - begin,
                          "file": file, "offsets": (begin, end), "component": kind}
-                        for name, dtype, shape, file, begin, end, _, kind, _ in f.tensors)
+                        for name, dtype, shape, file, begin, end, _, kind, _, _ in f.tensors)
         elif f.format == "dcp-metadata":
             rows.extend(_dcp_rows(f))
         else:
-            rows.extend({"name": t.name, "dtype": t.dtype, "shape": t.shape,
-                         "nbytes": t.end - t.begin, "file": t.file,
-                         "offsets": (t.begin, t.end) if t.located else None,
-                         "component": t.component} for t in f.tensors)
+            rows.extend(_row(t) for t in f.tensors)
     return rows
+
+
+def _row(t) -> dict:
+    row = {"name": t.name, "dtype": t.dtype, "shape": t.shape, "nbytes": t.end - t.begin,
+           "file": t.file, "offsets": (t.begin, t.end) if t.located else None,
+           "component": t.component}
+    if t.placeholder:
+        row["placeholder"] = True
+    return row
 
 
 def _dcp_rows(f) -> list[dict]:

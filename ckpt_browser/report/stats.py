@@ -21,7 +21,7 @@ def stats_doc(s, loc) -> dict:
 
 def error_doc(loc, message: str) -> dict:
     return {"name": loc.name, "file": loc.file, "component": loc.component, "dtype": loc.dtype,
-            "shape": list(loc.shape), "error": message}
+            "shape": list(loc.shape), "elsewhere" if loc.placeholder else "error": message}
 
 
 def _plain(v):
@@ -70,8 +70,10 @@ def stats_text(s, loc, said: str = "") -> str:
 
 
 def error_text(loc, message: str, said: str = "") -> str:
+    # a placeholder is not damage: its values are in other files, which the message names
+    what = "values not in this file" if loc.placeholder else "values unreadable"
     return (_head(loc.name, loc.dtype, loc.shape, loc.file, said) + "\n"
-            + printable(f"  values unreadable: {message}"))
+            + printable(f"  {what}: {message}"))
 
 
 NAMES_SHOWN = 20  # unread tensors named in the text report; --json names them all

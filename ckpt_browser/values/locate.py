@@ -38,6 +38,7 @@ class TensorLoc:
     #                                       its whole storage from the view's first element
     problem: str | None = None  # why the bytes cannot be read; pieces is then empty
     key: str = ""  # the name a diff pairs it by (parts.tag.match_keys), else name
+    placeholder: bool = False  # a ZeRO-3 placeholder: `problem` says where the values are
 
     @property
     def numel(self) -> int:
@@ -70,7 +71,7 @@ def safetensors_locs(ckpt: Checkpoint) -> list[TensorLoc]:
         path = os.path.join(ckpt.layout.root, shard.name)
         # an EMA copy kept apart names its tensors as the model does: paired by its folder
         folder = os.path.dirname(shard.name) if shard.name in ckpt.layout.apart else ""
-        for name, dtype, shape, file, begin, end, _, kind, _ in shard.tensors:
+        for name, dtype, shape, file, begin, end, _, kind, _, _ in shard.tensors:
             out.append(TensorLoc(name, dtype, shape, file, kind,
                                  (Piece(path, start + begin, end - begin, (0,) * len(shape),
                                         shape),), key=f"{folder}/{name}" if folder else ""))
@@ -85,12 +86,18 @@ def state_locs(ckpt: Checkpoint) -> list[TensorLoc]:
     from ckpt_browser.standins import DcpCheckpoint, PickleFile
 
     out = []
+    placeholders: set[str] = set()  # every ZeRO-3 rank saves the same ones: the first stands
     for f in ckpt.files:
         kinds = {t.name: t.component for t in f.tensors}
         if isinstance(f.source, PickleFile):
             keys = match_keys(f)
-            out.extend(replace(loc, key=keys.get(loc.name, "")) for loc in _pickle_locs(
-                ckpt.layout.root, f.source, kinds, {t.name: t for t in f.tensors if not t.located}))
+            for loc in _pickle_locs(ckpt.layout.root, f.source, kinds,
+                                    {t.name: t for t in f.tensors if not t.located}):
+                if loc.placeholder:
+                    if loc.name in placeholders:
+                        continue
+                    placeholders.add(loc.name)
+                out.append(replace(loc, key=keys.get(loc.name, "")))
         elif isinstance(f.source, DcpCheckpoint):
             d = f.source
             folder = os.path.join(ckpt.layout.root, d.folder)
@@ -108,11 +115,11 @@ def _pickle_locs(root: str, pf, kinds: dict[str, str], shown: dict | None = None
     for key, t in pf.tensors:
         comp = kinds.get(key, "other")
         real = (shown or {}).get(key)
-        if real is not None and tuple(real.shape) != tuple(t.shape):  # a ZeRO-3 placeholder
+        if real is not None and real.placeholder:
             out.append(TensorLoc(key, t.dtype, tuple(real.shape), pf.name, comp,
                                  problem="ZeRO-3 partitions this parameter: this file holds a "
                                  "0-element placeholder; its values are in the optim_states "
-                                 "files (zero_to_fp32.py rebuilds it)"))
+                                 "files (zero_to_fp32.py rebuilds it)", placeholder=True))
             continue
         itemsize = ITEMSIZE.get(t.dtype, 1)
         record = pf.storages.get(t.storage_key)

@@ -321,6 +321,34 @@ def test_zero3_weights_are_listed_at_their_real_shapes():
     assert doc["totals"]["params"] == sum(int(np.prod(s)) for s in want.values())
 
 
+
+def test_zero3_placeholders_are_alike_on_every_rank_and_counted_once():
+    folder = SAMPLES / "projects" / "deepspeed-zero3"
+    tag = (folder / "latest").read_text().strip()
+    ranks = sorted(p.name for p in (folder / tag).glob("zero_pp_rank_*_model_states.pt"))
+    assert len(ranks) == 2
+    rc, doc, _ = inspect_json(folder)
+    assert rc == 0
+    rows = [t for t in doc["tensors"] if t["file"].endswith("_model_states.pt")]
+    by_file: dict[str, list] = {}
+    for t in rows:
+        by_file.setdefault(t["file"].rsplit("/", 1)[-1], []).append(t)
+    assert sorted(by_file) == ranks
+    # every rank's copy: weights, a placeholder, no bytes located in the file
+    for file_rows in by_file.values():
+        assert {(t["component"], t.get("placeholder"), t["offsets"]) for t in file_rows} == \
+            {("weights", True, None)}
+    assert [t["name"] for t in by_file[ranks[0]]] == [t["name"] for t in by_file[ranks[1]]]
+    # the totals count each parameter once, not once per rank
+    assert doc["totals"]["tensors"] == len(by_file[ranks[0]])
+    # stats on one says where its values are, which is not damage
+    rc, out, err = cli("stats", str(folder), "module.fc1.weight")
+    assert rc == 0, err
+    assert [ln.split()[0] for ln in out.splitlines() if not ln.startswith(" ")] == \
+        ["module.fc1.weight"]
+    assert "values not in this file" in out and "optim_states" in out
+    assert "could not be read" not in err
+
 # --- the text summary counts the weights ----------------------------------------------------------
 
 def summary_tensors(path: Path) -> int:

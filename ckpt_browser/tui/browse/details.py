@@ -69,6 +69,9 @@ def _tensor(model: BrowseModel, ref: Ref):
         rows += [("part of", t.component), ("file", f"{printable(t.file)} ({shard.format})")]
         if shard.format == "dcp-metadata":
             rows.append(("where", "in the rank files, chunk by chunk (t: the DCP keys)"))
+        elif t.placeholder:
+            rows.append(("in file", "a 0-element placeholder: ZeRO-3 keeps its values in the "
+                                    "optim_states files (zero_to_fp32.py rebuilds it)"))
         elif t.located:
             rows.append(("in file", f"{t.begin:,} - {t.end:,} (bytes from the file start)"))
         else:

@@ -15,6 +15,7 @@ from ckpt_browser.producers.hf_trainer import HF_TRAINER
 from ckpt_browser.producers.lightning import LIGHTNING
 from ckpt_browser.producers.megatron import MEGATRON
 from ckpt_browser.producers.plain import SAFETENSORS, TORCH
+from ckpt_browser.producers.speechbrain import SPEECHBRAIN
 from ckpt_browser.producers.torchtitan import TORCHTITAN
 from ckpt_browser.producers.torchtune import TORCHTUNE
 
@@ -23,7 +24,7 @@ from ckpt_browser.producers.torchtune import TORCHTUNE
 # the safetensors in it; plain weights last).
 PRODUCERS: tuple[Producer, ...] = (
     LIGHTNING, MEGATRON, HF_TRAINER, ACCELERATE, DEEPSPEED, TORCHTITAN, DCP, TORCHTUNE,
-    SAFETENSORS, TORCH)
+    SPEECHBRAIN, SAFETENSORS, TORCH)
 BY_ID: dict[str, Producer] = {p.id: p for p in PRODUCERS}
 ENGINES.extend(p.engine for p in PRODUCERS if p.engine is not None)
 

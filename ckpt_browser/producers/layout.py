@@ -18,7 +18,7 @@ from ckpt_browser.producers.dcp import DCP_DATA
 from ckpt_browser.producers.names import step_of
 from ckpt_browser.producers.recognise import detect
 from ckpt_browser.producers.timeline import MARKER_FILES, NESTING, run_problems
-from ckpt_browser.readers.files import NOT_A_CHECKPOINT, head_of, sniff_named
+from ckpt_browser.readers.files import LFS, NOT_A_CHECKPOINT, head_of, sniff_named
 from ckpt_browser.readers.hf_cache import CacheEntry, cache_entry, incomplete_blobs
 from ckpt_browser.readers.index import read_index
 from ckpt_browser.readers.walk import Listing, list_folder, loops_back
@@ -115,10 +115,20 @@ def _open_layout(path: str, det: Detection | None = None) -> Layout:
         # a marker or a DCP part: the user means the checkpoint around it
         return replace(_folder(root), path=path)
     if not name.endswith(".safetensors") and _kind(path) == "other":
+        if _lfs_pointer(path):
+            raise NotACheckpoint(path, "not a checkpoint: a Git LFS pointer, not the file; its "
+                                 "content was never downloaded (git lfs pull fetches it)")
         raise NotACheckpoint(path, f"not a checkpoint: its content is {NOT_A_CHECKPOINT}")
     shard = name.endswith(".safetensors") or _kind(path) == "safetensors"
     return Layout(path, root, "safetensors" if shard else "files", (name,),
                   shards=(name,) if shard else (), detection=det or detect(path))
+
+
+def _lfs_pointer(path: str) -> bool:
+    try:
+        return head_of(path)[0].startswith(LFS.encode())
+    except OSError:
+        return False
 
 
 def _kind(path: str) -> str:

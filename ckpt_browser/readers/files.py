@@ -20,6 +20,8 @@ from ckpt_browser.readers.safetensors import read_header
 HEAD = 64
 TORCH_NAMES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".tar", ".pt2", ".distcp")
 PICKLE_FORMATS = ("torch-zip", "torch-legacy", "pickle", "torchscript", "export")
+MAX_TEXT = 4096  # a text file named like a torch file is read whole up to this size
+LFS = "version https://git-lfs.github.com/spec/"
 NOT_A_CHECKPOINT = ("neither safetensors, a torch zip, a legacy torch file, a pickle nor JSON")
 
 
@@ -113,6 +115,15 @@ def _read(root: str, name: str, path: str) -> FileInfo:
         return FileInfo(name, path, size, format="json", detail="JSON")
     problems: tuple[Problem, ...] = ()
     claim = claimed(name)
+    text = _small_text(path, head, size) if claim == "torch" and size else None
+    if text is not None and text.startswith(LFS):
+        return FileInfo(name, path, size, format="other", detail="Git LFS pointer", problems=(
+            Problem(ERROR, name, "is a Git LFS pointer, not the file: its content was never "
+                    "downloaded (git lfs pull fetches it)"),))
+    if text is not None and name.endswith(".ckpt"):
+        # speechbrain's Checkpointer names every recoverable's file .ckpt, counters and
+        # data positions too, which it writes as text
+        return FileInfo(name, path, size, format="other", detail="text")
     if claim in ("torch", "json") and size:
         what = "a torch file" if claim == "torch" else "a JSON file"
         problems = (Problem(ERROR, name, f"named like {what}, but its {size:,} bytes are "
@@ -121,6 +132,27 @@ def _read(root: str, name: str, path: str) -> FileInfo:
         problems = (Problem(ERROR, name, "empty file: not a torch file or pickle"),)
     return FileInfo(name, path, size, format="other", problems=problems,
                     detail="empty" if not size else "")
+
+
+def _small_text(path: str, head: bytes, size: int) -> str | None:
+    """The file's content when it is a little plain text (a counter, a YAML record, an LFS
+    pointer), else None."""
+    if size > MAX_TEXT:
+        return None
+    raw = head
+    if size > len(head):
+        try:
+            with open_regular(path) as f:
+                raw = f.read(MAX_TEXT + 1)
+        except OSError:
+            return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if len(raw) > MAX_TEXT or not all(c.isprintable() or c in "\n\r\t" for c in text):
+        return None
+    return text
 
 
 def pickle_info(path: str, name: str) -> FileInfo:

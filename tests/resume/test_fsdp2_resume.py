@@ -13,6 +13,11 @@ in the same two processes), and this test checks that:
   counter, which changes no loss but how many steps the resumed run trains;
 - the missing RNG is real: with dropout, a resume without the RNG state gives other losses, and
   restoring the RNG state (the only thing added) gives the same ones.
+
+The sample ends its 10-step schedule: the generator's linear decay, not clamped past its end,
+gives lr factors 0, -1/8, -1/4, -3/8 for steps 11 to 14. The K steps after the resume train
+with those (lr 0, then small negative), which is still training that every part of the state
+feeds; step 11's loss comes before any update, so only weights and data can change it.
 """
 
 from __future__ import annotations

@@ -365,23 +365,16 @@ def _tt_grain_state(rank: int, steps: int) -> dict:
     return state
 
 
-def _tt_worker(rank: int, world: int, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _tt_setup(world: int, model_fn=None):
+    """The FSDP2 model, AdamW and LambdaLR of the sample (after init_process_group).
+
+    tests/resume/fsdp2_worker.py builds its runs with this, ``_tt_train_step`` and ``_tt_state``.
+    """
     import torch
-    import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    import torch.nn.functional as F
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        get_model_state_dict,
-        get_optimizer_state_dict,
-    )
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    _deterministic_torch()
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    model = _tt_model()
+    model = (model_fn or _tt_model)()
     mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp_shard",))
     for block in model.layers.values():
         fully_shard(block, mesh=mesh)
@@ -389,19 +382,47 @@ def _tt_worker(rank: int, world: int, port: int) -> None:
     # torchtitan defaults: AdamW lr 8e-4, betas (0.9, 0.95), eps 1e-8, weight_decay 0.1
     opt = torch.optim.AdamW(model.parameters(), lr=8e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=True)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _tt_lr_lambda)
-    g = torch.Generator().manual_seed(SEED + rank)
-    ntokens_seen = 0
-    for _ in range(TT_STEPS):
-        tokens = torch.randint(0, TT_VOCAB, (TT_BATCH, TT_SEQ + 1), generator=g)
-        inputs, labels = tokens[:, :-1], tokens[:, 1:]
-        ntokens_seen += labels.numel()
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, TT_VOCAB), labels.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0, foreach=True)
-        opt.step()
-        sched.step()
-        opt.zero_grad()
+    return model, opt, sched
+
+
+def _tt_data(rank: int):
+    """Rank `rank`'s batch stream: batch n is the n-th draw of this generator."""
+    import torch
+
+    return torch.Generator().manual_seed(SEED + rank)
+
+
+def _tt_batch(g):
+    """The next batch of the stream `g`: token ids, one more than the sequence (inputs, labels)."""
+    import torch
+
+    return torch.randint(0, TT_VOCAB, (TT_BATCH, TT_SEQ + 1), generator=g)
+
+
+def _tt_train_step(model, opt, sched, g):
+    """One training step on the next batch of `g`; returns (loss, tokens in the batch)."""
+    import torch
+    import torch.nn.functional as F
+
+    tokens = _tt_batch(g)
+    inputs, labels = tokens[:, :-1], tokens[:, 1:]
+    logits = model(inputs)
+    loss = F.cross_entropy(logits.reshape(-1, TT_VOCAB), labels.reshape(-1))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0, foreach=True)
+    opt.step()
+    sched.step()
+    opt.zero_grad()
+    return loss.detach(), labels.numel()
+
+
+def _tt_state(model, opt, sched, rank: int, world: int, step: int, ntokens_seen: int) -> dict:
+    """What the sample's dcp.save writes, in torchtitan's layout (each rank its own dict)."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
 
     # torchtitan CheckpointManager._flattened_model_states_sd(): model state at top level,
     # the other Stateful objects under their names; dcp.save flattens nested dicts with dots.
@@ -414,9 +435,26 @@ def _tt_worker(rank: int, world: int, port: int) -> None:
         "version": 1,
         "dp_world_size": world,
         "pipeline_fingerprint": _tt_pipeline_fingerprint(),
-        f"dp_rank_{rank}": _tt_grain_state(rank, TT_STEPS),
+        f"dp_rank_{rank}": _tt_grain_state(rank, step),
     }
-    state["train_state"] = {"step": TT_STEPS, "ntokens_seen": ntokens_seen}  # Trainer.state_dict()
+    state["train_state"] = {"step": step, "ntokens_seen": ntokens_seen}  # Trainer.state_dict()
+    return state
+
+
+def _tt_worker(rank: int, world: int, port: int) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    _deterministic_torch()
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model, opt, sched = _tt_setup(world)
+    g = _tt_data(rank)
+    ntokens_seen = 0
+    for _ in range(TT_STEPS):
+        _, ntokens = _tt_train_step(model, opt, sched, g)
+        ntokens_seen += ntokens
+    state = _tt_state(model, opt, sched, rank, world, TT_STEPS, ntokens_seen)
     dcp.save(state, checkpoint_id=os.path.join("checkpoint", f"step-{TT_STEPS}"))
     dist.barrier()
     dist.destroy_process_group()

@@ -42,7 +42,9 @@ Samples (name -> folder):
     (``iter_0000004/mp_rank_00/model_optim_rng.pt``) is written with ``torch.save`` with exactly the
     structure of ``megatron/training/checkpointing.py``. ``args`` is a plain ``argparse.Namespace``.
 ``hf-multirank`` -> ``hf-multirank/checkpoint-4/``
-    REAL ``transformers.Trainer`` DDP run with 2 processes (``torch.distributed.run``, gloo, CPU).
+    REAL ``transformers.Trainer`` DDP run with 2 processes (``torch.distributed.run``, gloo, CPU),
+    ``max_steps=8``, ``save_steps=4``, attention dropout 0.1; only ``checkpoint-4`` is kept, so
+    the run can be resumed from it (``tests/resume/test_trainer_resume.py`` does).
 ``hf-run3``      -> ``hf-run3/checkpoint-{2,4,6}/``
     REAL single-process ``transformers.Trainer`` run, ``save_steps=2``, ``max_steps=6``.
 ``malicious``    -> ``malicious/``
@@ -157,7 +159,7 @@ def _tree(root: Path) -> list[str]:
 
 
 # Tiny HF model shared by the Trainer samples (hf-multirank, hf-run3, malicious).
-def _tiny_llama():
+def _tiny_llama(attention_dropout: float = 0.0):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -174,6 +176,7 @@ def _tiny_llama():
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=0,
+        attention_dropout=attention_dropout,
         dtype="float32",
     )
     model = LlamaForCausalLM(cfg)
@@ -1309,27 +1312,34 @@ def verify_megatron(out: Path) -> None:
 # 6. HF Trainer, 2-process DDP on CPU (real)
 # --------------------------------------------------------------------------------------
 
-HFM_STEPS = 4
+HFM_SAVE, HFM_STEPS = 4, 8  # saves at 4 and 8; only checkpoint-4 is kept, to resume from
+HFM_DROPOUT = 0.1  # attention dropout: the steps after a resume draw from the restored RNG
+
+
+def hf_multirank_trainer(output_dir: str, callbacks=()):
+    """The hf-multirank run's Trainer, freshly seeded: the generator trains it from scratch;
+    tests/resume/trainer_worker.py also resumes it from the sample."""
+    from transformers import Trainer, default_data_collator
+
+    _seed_everything()
+    _deterministic_torch()
+    model = _tiny_llama(attention_dropout=HFM_DROPOUT)
+    data = _RandomTokens(24, 8, model.config.vocab_size, SEED)  # 6 updates/epoch with 2x2
+    args = _trainer_args(
+        output_dir,
+        max_steps=HFM_STEPS,
+        save_steps=HFM_SAVE,
+        per_device_train_batch_size=2,
+        ddp_backend="gloo",
+    )
+    return Trainer(model=model, args=args, train_dataset=data, data_collator=default_data_collator,
+                   callbacks=list(callbacks))
 
 
 def _hf_ddp_worker() -> None:
     """Runs under torch.distributed.run (2 processes)."""
     os.chdir(HERE)
-    from transformers import Trainer, default_data_collator
-
-    _seed_everything()
-    _deterministic_torch()
-    model = _tiny_llama()
-    data = _RandomTokens(24, 8, model.config.vocab_size, SEED)  # 6 updates/epoch with 2x2
-    args = _trainer_args(
-        FOLDERS["hf-multirank"],
-        max_steps=HFM_STEPS,
-        save_steps=HFM_STEPS,
-        per_device_train_batch_size=2,
-        ddp_backend="gloo",
-    )
-    trainer = Trainer(model=model, args=args, train_dataset=data, data_collator=default_data_collator)
-    trainer.train()
+    hf_multirank_trainer(FOLDERS["hf-multirank"]).train()
 
 
 def build_hf_multirank(out: Path) -> None:
@@ -1341,15 +1351,18 @@ def build_hf_multirank(out: Path) -> None:
         str(Path(__file__).resolve()), "--hf-ddp-worker",
     ]
     subprocess.run(cmd, check=True, env=env, cwd=HERE)
+    shutil.rmtree(out / f"checkpoint-{HFM_STEPS}")  # kept small: checkpoint-4 is the one to resume
     verify_hf_multirank(out)
 
 
 def verify_hf_multirank(out: Path) -> None:
-    _check(sorted(p.name for p in out.iterdir()) == [f"checkpoint-{HFM_STEPS}"], f"{out} content")
-    ck = out / f"checkpoint-{HFM_STEPS}"
+    _check(sorted(p.name for p in out.iterdir()) == [f"checkpoint-{HFM_SAVE}"], f"{out} content")
+    ck = out / f"checkpoint-{HFM_SAVE}"
     _check(not (ck / "rng_state.pth").exists(), "no single-process rng_state.pth")
     state = _verify_hf_checkpoint(ck, ["rng_state_0.pth", "rng_state_1.pth"])
-    _check(state["global_step"] == HFM_STEPS, "global_step")
+    _check(state["global_step"] == HFM_SAVE and state["max_steps"] == HFM_STEPS, "global_step")
+    cfg = json.loads((ck / "config.json").read_text())
+    _check(cfg["attention_dropout"] == HFM_DROPOUT, "attention_dropout")
     print(f"hf-multirank: {_tree(ck)}")
 
 

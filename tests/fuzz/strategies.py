@@ -479,8 +479,8 @@ def dcp_folders(draw) -> Case:
 
 # -- training-state folders --------------------------------------------------------------------
 
-# sample files that torch.load cannot rebuild without a package CI does not install
-# (transformers' TrainingArguments, DeepSpeed's ZeRO optimizer state): damaged as bytes only
+# sample files whose pickles name another package's classes (transformers' TrainingArguments,
+# DeepSpeed's ZeRO optimizer state), which the cases never rebuild: damaged as bytes only
 NOT_LOADED = ("training_args.bin", "optim_states.pt")
 FRAMEWORKS = {  # sample folder -> where it goes in the case
     "hf-run3": "run3",  # a folder of three checkpoints: the timeline readers
@@ -520,7 +520,7 @@ def state_folders(draw) -> Case:
             how = draw(st.sampled_from(["tree", "tree", "tree", "bytes", "drop"]))
             rel_file = _folder(rel).get(name.split("/", 1)[1])
             if how == "tree" and (not rel_file or base.endswith(NOT_LOADED)):
-                how = "bytes"  # its classes are not installed in CI: damage it as bytes
+                how = "bytes"  # another package's classes: damage it as bytes
             if how == "tree":
                 files[name] = torch_bytes(draw(damaged_tree(_sample_obj(rel_file))))
             elif how == "bytes":

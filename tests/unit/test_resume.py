@@ -84,9 +84,9 @@ ONE_FILE_12 = comp("ok", ["model.safetensors"], "model.safetensors: 12 tensors; 
                    "checks out.")
 RUN3_6_COMPONENTS = hf(ONE_FILE_12, 12, 6, "0", "0", hf_rng(["rng_state.pth"]), "4",
                        "trainer_state.json: global step 6 of 6, epoch 1.5.")
-MULTIRANK_COMPONENTS = hf(ONE_FILE_12, 12, 4, "0", "0",
+MULTIRANK_COMPONENTS = hf(ONE_FILE_12, 12, 4, "0.000571429", "0.000571429",
                           hf_rng(["rng_state_0.pth", "rng_state_1.pth"]), "2",
-                          "trainer_state.json: global step 4 of 4, epoch 0.666667.")
+                          "trainer_state.json: global step 4 of 8, epoch 0.666667.")
 RELEASE_FILES = ["model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                  "model-00003-of-00003.safetensors", "model.safetensors.index.json"]
 WEIGHTS_ONLY_FOLDER = "a weights-only folder: no training state, so this can only warm-start a run."

@@ -115,6 +115,10 @@ def _open_layout(path: str, det: Detection | None = None) -> Layout:
         # a marker or a DCP part: the user means the checkpoint around it
         return replace(_folder(root), path=path)
     if not name.endswith(".safetensors") and _kind(path) == "other":
+        if any(os.path.isfile(os.path.join(root, m)) for m in MARKER_FILES if m != name):
+            # a text part of a checkpoint whose folder a producer marks (speechbrain's
+            # counter.ckpt beside CKPT.yaml): the user means that checkpoint
+            return replace(_folder(root), path=path)
         if _lfs_pointer(path):
             raise NotACheckpoint(path, "not a checkpoint: a Git LFS pointer, not the file; its "
                                  "content was never downloaded (git lfs pull fetches it)")

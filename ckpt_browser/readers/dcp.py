@@ -53,6 +53,8 @@ class _Record:
             names = ("dtype", "layout", "requires_grad", "memory_format", "pin_memory")
             self.fields.update(zip(names, state))
 
+    __setstate__ = _pickle_build  # how the C unpickler builds it (readers/dcp_fast.py)
+
     def get(self, name: str):
         return self.fields.get(name)
 
@@ -80,6 +82,7 @@ class _Index(_Record):
 def _record(kind: str, cls=_Record):
     def make(u, args):
         return cls(kind)
+    make.record = (kind, cls)  # type: ignore[attr-defined]  # for dcp_fast's C unpickler
     return make
 
 
@@ -143,6 +146,14 @@ def read_dcp(folder: str, rel: str) -> DcpCheckpoint:
     version, read_any = None, False
     unsafe: list[str] = []
     for meta in metas:
+        fast = _read_fast(os.path.join(folder, meta), where(meta))
+        if fast is not None:
+            problems.extend(fast.problems)
+            if not fast.repeated:
+                read_any = True
+                version = version or fast.version
+                merged.add(fast.entries)
+            continue
         got, size = _read_metadata(os.path.join(folder, meta), where(meta))
         problems.extend(got.problems)
         unsafe.extend(u for u in got.unsafe if u not in unsafe)
@@ -169,6 +180,40 @@ def _no_metadata(where, names: list[str], per_rank: list[str]) -> Problem:
                        "whether every rank finished")
     note = f"; found {tmp[0]}: the save stopped while writing it" if tmp else ""
     return Problem(ERROR, where(METADATA), f"incomplete: no .metadata (DCP writes it last){note}")
+
+
+def fast_child(name: str) -> None:
+    """The child dcp_fast starts: the .metadata on stdin read by the C unpickler, then what
+    read_dcp takes from it, as JSON on stdout; exit 1 on anything the safe path should see."""
+    from ckpt_browser.readers import dcp_fast
+
+    data = dcp_fast.start_child()
+    try:
+        meta = dcp_fast.c_unpickle(data, DCP_GLOBALS)
+    except Exception:  # noqa: BLE001 - the safe path says what is wrong
+        raise SystemExit(1) from None
+    if not _is(meta, "Metadata"):
+        raise SystemExit(1)
+    problems: list[Problem] = []
+    if _repeated(meta, len(data), name, problems):
+        dcp_fast.write_result(True, None, {}, problems)
+        return
+    dcp_fast.write_result(False, _version(meta), _entries(meta, name, problems), problems)
+
+
+def _read_fast(path: str, name: str):
+    """A big .metadata read by the C unpickler in a child (dcp_fast.py); None: read it here."""
+    from ckpt_browser.readers import dcp_fast
+
+    try:
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if not dcp_fast.enabled(size) or size > limits.LIMITS.dcp_metadata_bytes:
+                return None
+            data = f.read(size)
+    except OSError:
+        return None
+    return dcp_fast.read_fast(data, name) if len(data) == size else None
 
 
 def _read_metadata(path: str, name: str) -> tuple[Unpickled, int]:
@@ -296,10 +341,12 @@ def _chunk(offsets, sizes, info: _Record | None) -> DcpChunk:
 
 class _Merged:
     """Per-rank metadata files each describe that rank's chunks; a tensor's chunks add up, each
-    offset once. Kept as lists until `entries()`, so 4,096 per-rank files cost 4,096 merges,
-    not 4,096 copies of every chunk merged before."""
+    offset once. Merged in `entries()`, chunks kept as lists until then, so 4,096 per-rank
+    files cost 4,096 merges, not 4,096 copies of every chunk merged before; one file is its
+    own entries."""
 
     def __init__(self) -> None:
+        self.added: list[dict[str, DcpEntry]] = []
         self.first: dict[str, DcpEntry] = {}
         self.chunks: dict[str, list] = {}
         self.offsets: dict[str, set] = {}
@@ -307,6 +354,9 @@ class _Merged:
         self.shape: dict[str, tuple | None] = {}
 
     def add(self, more: dict[str, DcpEntry]) -> None:
+        self.added.append(more)
+
+    def _merge(self, more: dict[str, DcpEntry]) -> None:
         for key, entry in more.items():
             old = self.first.setdefault(key, entry)
             if old.kind != "tensor" or entry.kind != "tensor":
@@ -323,6 +373,10 @@ class _Merged:
             self.shape[key] = self.shape[key] or entry.shape
 
     def entries(self) -> dict[str, DcpEntry]:
+        if len(self.added) == 1:  # one .metadata (the usual case): nothing to merge
+            return self.added[0]
+        for more in self.added:
+            self._merge(more)
         return {key: DcpEntry(key, "tensor", self.dtype[key], self.shape[key],
                               tuple(self.chunks[key])) if key in self.chunks else entry
                 for key, entry in self.first.items()}

@@ -32,6 +32,7 @@ from ckpt_browser.readers.pickle_safe.bounds import measure, pruned
 from ckpt_browser.readers.pickle_safe.dtypes import DTYPE_GLOBALS, ITEMSIZE
 from ckpt_browser.readers.pickle_safe.limits import CappedReader, Limit, short
 from ckpt_browser.readers.pickle_safe.policy import describe, is_data, is_unsafe
+from ckpt_browser.readers.pickle_safe.quiet_gc import gc_paused
 from ckpt_browser.readers.pickle_safe.torch_records import torch_layout, torch_size
 from ckpt_browser.readers.pickle_safe.unpickler import SafeUnpickler
 
@@ -81,7 +82,8 @@ def unpickle(file, name: str, allow: dict | None = None, *, storage_ids: str | N
     problems: list[Problem] = []
     obj, ok = None, False
     try:
-        obj, ok = u.load(), True
+        with gc_paused():
+            obj, ok = u.load(), True
     except Exception as e:  # noqa: BLE001 - bad content of any kind becomes a Problem
         if not isinstance(e, (Limit, MemoryError, RecursionError)) and _at_end(file):
             e = EOFError()  # an opcode cut short fails in many ways; say what happened

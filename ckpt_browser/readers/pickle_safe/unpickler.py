@@ -36,6 +36,7 @@ from ckpt_browser.readers.pickle_safe.torch_records import storage_ref
 from ckpt_browser.standins import Opaque, UnsafeCall
 
 _P = pickle._Unpickler  # the pure-Python unpickler: its opcodes can be hooked one by one
+_MEMOIZE, _BINGET, _MARK = pickle.MEMOIZE[0], pickle.BINGET[0], pickle.MARK[0]
 GETATTR = ("builtins.getattr", "__builtin__.getattr")
 # mutable builtins whose __new__ ignores its arguments (their __init__ takes the items)
 EMPTY_NEW = {"collections.OrderedDict": dict, "collections.Counter": dict,
@@ -89,10 +90,25 @@ class SafeUnpickler(Numbers, Containers, _P):
                     key = read(1)
                     if not key:
                         raise EOFError
-                    op = get(key[0])
-                    if op is None:
-                        raise pickle.UnpicklingError(f"invalid opcode {key!r}")
-                    op(self)
+                    # the commonest opcodes of big pickles (DCP metadata, optimizer state),
+                    # inline: exactly pickle's own, without a call each
+                    code = key[0]
+                    if code == _MEMOIZE:
+                        memo[len(memo)] = self.stack[-1]
+                    elif code == _BINGET:
+                        i = read(1)[0]
+                        if i not in memo:
+                            raise pickle.UnpicklingError(f"Memo value not found at index {i}")
+                        self.append(memo[i])
+                    elif code == _MARK:
+                        self.metastack.append(self.stack)
+                        self.stack = []
+                        self.append = self.stack.append
+                    else:
+                        op = get(code)
+                        if op is None:
+                            raise pickle.UnpicklingError(f"invalid opcode {key!r}")
+                        op(self)
                 ops += 1024
                 if ops > max_ops:
                     raise Limit(f"pickle runs more than {max_ops:,} opcodes "

@@ -139,8 +139,7 @@ def _progress(det: Detection, state: dict | None, why: str, out: Found) -> Compo
             return Component("progress", DAMAGED, ("trainer_state.json",),
                              f"trainer_state.json is unreadable ({why}): the resume cannot learn "
                              "its global step.")
-        return missing("progress", "no trainer_state.json, which the Trainer writes last: the save "
-                       "was probably interrupted, and a resume would start from global step 0.")
+        return missing("progress", NO_STATE, {"trainer_state_json": "absent"})
     facts = {k: jsonable(state[k]) for k in HF_PROGRESS if k in state}
     log = state.get("log_history")
     if isinstance(log, list):
@@ -222,6 +221,21 @@ def _scaler(fs, det, ds, args: dict) -> Component:
 
 # --- its resume rules -------------------------------------------------------------------
 
+NO_STATE = ("no trainer_state.json, which the Trainer writes last: the save was probably "
+            "interrupted. Trainer.train(resume_from_checkpoint=...) reads it before anything "
+            "else and fails without it (FileNotFoundError in transformers 5; some older "
+            "releases restarted at global step 0 instead).")
+
+
+def _rank_checks(components: dict[str, Component]) -> list[Finding]:
+    """The files its resume cannot start without: trainer_state.json."""
+    if components["progress"].facts.get("trainer_state_json") != "absent":
+        return []
+    return [Finding(ERROR, "progress", "trainer_state.json", f"{NO_STATE} So the resume "
+                    "fails at once: write the file again (its global_step and log), or start a "
+                    "new run from these weights.")]
+
+
 def _world_checks(ts: TrainingState, components: dict[str, Component], n: int) -> list[Finding]:
     """The Trainer derives the data position from the step and the number of processes."""
     data = components["data"]
@@ -252,6 +266,6 @@ HF_TRAINER = Producer("hf-trainer", _claims, RULE.roles_of, STEPS,
                       rank_names=re.compile(r"^rng_state_(\d+)\.pth$"),
                       rng_file=lambda rank, n: "rng_state.pth" if n == 1 else
                       f"rng_state_{rank}.pth",
-                      build=build_hf, world_checks=_world_checks,
+                      build=build_hf, world_checks=_world_checks, rank_checks=_rank_checks,
                       scheduler_at=per_update,
                       marks=("trainer_state.json",))

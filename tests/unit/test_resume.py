@@ -405,9 +405,10 @@ def test_missing_scheduler_means_hf_loads_no_optimizer_either(tmp_path):
     assert got == want
 
 
-def test_no_progress_record_is_inexact(tmp_path):
-    """trainer_state.json is written last: without it the save did not finish, and the Trainer
-    starts again from global step 0 (optimizer and scheduler still load)."""
+def test_no_progress_record_means_the_resume_fails(tmp_path):
+    """trainer_state.json is written last: without it the save did not finish, and the
+    Trainer's resume reads it first and stops (tests/resume: FileNotFoundError), so only the
+    weights can be used."""
     d = copy(RUN3_6, tmp_path)
     (d / "trainer_state.json").unlink()
     got = doc(d, base=tmp_path)
@@ -415,14 +416,16 @@ def test_no_progress_record_is_inexact(tmp_path):
             "global_step, which is unreadable or missing: the data would restart from the first "
             "batch.")
     progress = ("no trainer_state.json, which the Trainer writes last: the save was probably "
-                "interrupted, and a resume would start from global step 0.")
-    want = expected("copy/checkpoint-6", "hf-trainer", "inexact", 6, 1, {
+                "interrupted. Trainer.train(resume_from_checkpoint=...) reads it before "
+                "anything else and fails without it (FileNotFoundError in transformers 5; some "
+                "older releases restarted at global step 0 instead).")
+    want = expected("copy/checkpoint-6", "hf-trainer", "weights-only", 6, 1, {
         **RUN3_6_COMPONENTS, "data": comp("missing", ["training_args.bin"], data),
         "progress": comp("missing", [], progress)}, [
-        finding("warning", "data", "training_args.bin", f"{data} {DATA_AFTER}"),
-        finding("warning", "progress", None, f"{progress} Pass the step to the resumed run "
-                "yourself, or the schedule, logging and stopping point restart from 0; "
-                f"{NOT_EXACT}.")])
+        finding("error", "progress", "trainer_state.json", f"{progress} So the resume fails at "
+                "once: write the file again (its global_step and log), or start a new run from "
+                "these weights."),
+        finding("warning", "data", "training_args.bin", f"{data} {DATA_AFTER}")])
     assert got == want
 
 

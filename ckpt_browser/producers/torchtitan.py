@@ -89,7 +89,9 @@ def build_torchtitan(det: Detection, fs: StateFiles) -> Found:
     tokens = train.get("ntokens_seen")
     out.add(unsafe_items("progress", files, train, "train_state.") or (
         Component("progress", OK, tuple(files), f"train_state.step is {num(step)}"
-                  + (f", {tokens:,} tokens seen." if as_int(tokens) else "."), train) if train
+                  # DCP keeps one copy of a plain value, the first rank's: its own count
+                  + (f", {tokens:,} tokens seen by rank 0 (each rank counts its own)."
+                     if as_int(tokens) else "."), train) if train
         else missing("progress", "no train_state.* keys: the step is known only from the "
                      f"folder name ({det.step_source or 'none'}).")))
     if det.step is not None and out.step is not None and out.step != det.step:

@@ -109,7 +109,8 @@ TITAN_COMPONENTS = {
     "data": comp("ok", TITAN_FILES, "data-loader position for 2 data-parallel ranks "
                  "(dp_world_size 2); resuming on a different number of ranks loses or refuses "
                  "it."),
-    "progress": comp("ok", TITAN_FILES, "train_state.step is 10, 160 tokens seen."),
+    "progress": comp("ok", TITAN_FILES, "train_state.step is 10, 160 tokens seen by rank 0 "
+                     "(each rank counts its own)."),
     "scaler": comp("not-needed", [], "torchtitan trains in bf16/fp32 and has no grad scaler."),
 }
 TITAN_RNG_FINDING = finding("warning", "rng", None, f"{TITAN_RNG} {RNG_AFTER}")

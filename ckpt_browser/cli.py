@@ -46,6 +46,8 @@ _tolerance = _number(float, lambda x: 0 <= x < math.inf, "a number, 0 or more")
 
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckpt-browser", formatter_class=RAW,
+               usage="ckpt-browser [options] [PATH [PATH]]\n"
+                     "       ckpt-browser COMMAND [options] ...  (COMMAND --help for its own)",
                description="Look inside model and training checkpoints without loading them.",
                epilog="With no subcommand, opens PATH (default: a bundled sample) in the terminal "
                       "UI;\nwith two paths A B, their diff.\n" + table())
@@ -120,6 +122,11 @@ def _stats_args(p: argparse.ArgumentParser) -> None:
                    help="tensor names or globs (default: every weight tensor); names of "
                    "optimizer and other state tensors are those `inspect --json` lists")
     p.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
+    p.add_argument("--check", action="store_true", help="print only the tensors holding NaN "
+                   "or Inf and one summary line; exit 6 if any (a script's 'is this "
+                   "checkpoint sound?')")
+    p.add_argument("--check-constant", action="store_true", help="with --check: all-zero and "
+                   "constant tensors count too (a layer that never trained, a wiped shard)")
     p.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
                    "which one (default the newest)")
     p.add_argument("--max-bytes", metavar="N", type=_byte_count, default=None,
@@ -184,10 +191,14 @@ def _remote_options(p: argparse.ArgumentParser) -> None:
 
 
 def _split(argv: list[str], commands) -> list[str]:
-    """`ckpt-browser PATH` means `ckpt-browser browse PATH`."""
-    if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
-        return ["browse", *argv]
-    return argv
+    """`ckpt-browser PATH` means `ckpt-browser browse PATH`, options before the path too
+    (`ckpt-browser --no-cache URL`); `ckpt-browser --no-cache inspect URL` is `inspect`'s."""
+    if argv and argv[0] in commands or any(a in ("-h", "--help", "--version") for a in argv[:1]):
+        return argv
+    named = next((i for i, a in enumerate(argv) if a in commands), None)
+    if named is not None and all(a.startswith("-") or a[:1].isdigit() for a in argv[:named]):
+        return [argv[named], *argv[:named], *argv[named + 1:]]
+    return ["browse", *argv]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,16 +43,18 @@ class ExitCode(IntEnum):
 
     OK = 0, ("fine (warnings may have been printed); check: the verdict is exact; diff: no "
              "differences")
-    BUG = 1, ("a bug in ckpt-browser (one line on stderr; CKPT_BROWSER_DEBUG=1 shows the "
-              "traceback); diff: differences")
-    DIFFERS = 1  # diff: the checkpoints differ (a bug is TROUBLE there)
+    DIFFERS = 1, "diff: the checkpoints differ"
     USAGE = 2, ("usage error, path not found, or nothing at PATH that can be read as a "
-                "checkpoint; diff: any trouble, a bug included")
-    TROUBLE = 2  # diff: a path or some values could not be read, or a bug
+                "checkpoint; diff: any trouble reading them")
+    TROUBLE = 2  # diff: a path or some values could not be read
     INEXACT = 3, "check: the verdict is inexact"
     WEIGHTS_ONLY = 4, "check: the verdict is weights-only"
     DAMAGED = 5, ("the checkpoint is damaged or unsafe: at least one error-level problem (stats: "
                   "some tensor's values could not be read); check: the verdict is broken")
+    FOUND = 6, "stats --check: some tensor holds NaN or Inf (--check-constant: or is constant)"
+    # EX_SOFTWARE of sysexits.h: never a code a command also gives for its input
+    BUG = 70, ("a bug in ckpt-browser (one line on stderr; CKPT_BROWSER_DEBUG=1 shows the "
+               "traceback), in every command")
     INTERRUPTED = 130, ("interrupted (Ctrl-C); quiz: stops, prints the score so far and exits 0")
 
 
@@ -95,11 +97,12 @@ RETURNS: dict[str, Returns] = {
                       (ExitCode.USAGE, "usage error, nothing readable at PATH, no tensor "
                        "matches, or values left unread by the values budget (listed)"),
                       (ExitCode.DAMAGED, "some tensor's values could not be read (damaged)"),
-                      _BUG)),
+                      (ExitCode.FOUND, "--check: NaN or Inf found (or, with "
+                       "--check-constant, a constant tensor)"), _BUG)),
     "diff": Returns(((ExitCode.OK, "no differences in what was compared"),
                      (ExitCode.DIFFERS, "differences"),
                      (ExitCode.TROUBLE, "trouble (a path not readable, values that could not "
-                      "be read or that the values budget left unread, or a bug)")),
+                      "be read or that the values budget left unread)"), _BUG),
                     like="diff(1)"),
     "browse": Returns(((ExitCode.OK, "after quitting"),
                        (ExitCode.USAGE, "usage error or nothing readable at PATH (said before "
@@ -115,7 +118,7 @@ def epilog(command: str) -> str:
 def table() -> str:
     """`ckpt-browser --help`'s exit codes: every code with its meaning, one row each."""
     rows = ["exit codes (each command's --help lists its own):"]
-    for code in ExitCode:  # aliases (DIFFERS, TROUBLE) are in their code's row
+    for code in ExitCode:  # the alias TROUBLE is in USAGE's row
         rows.append(textwrap.fill(code.meaning, width=79, initial_indent=f"  {int(code):<5}",
                                   subsequent_indent=" " * 7, break_on_hyphens=False))
     return "\n".join(rows)
@@ -129,10 +132,8 @@ def exit_code_for(command: str | None, error: BaseException) -> ExitCode:
         return ExitCode.OK
     if isinstance(error, SystemExit):  # argparse: 0 for --help and --version, 2 for usage errors
         return ExitCode.OK if error.code == 0 else ExitCode.USAGE
-    if command == "diff":  # diff(1): 2 is any trouble
-        return ExitCode.TROUBLE
-    if isinstance(error, CheckpointError):
-        return ExitCode.USAGE
+    if isinstance(error, CheckpointError):  # diff(1): 2 is any trouble
+        return ExitCode.TROUBLE if command == "diff" else ExitCode.USAGE
     return ExitCode.BUG
 
 

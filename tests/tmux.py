@@ -41,9 +41,10 @@ class Terminal:
         subprocess.run([*self.base, "new-session", "-d", "-s", "main", "-x", self.size[0],
                         "-y", self.size[1], shell], check=True)
 
-    def screen(self) -> str:
-        return subprocess.run([*self.base, "capture-pane", "-p", "-t", "main"],
-                              capture_output=True, text=True).stdout
+    def screen(self, escapes: bool = False) -> str:
+        """The screen's text; with `escapes`, with the SGR codes that colour each cell."""
+        return subprocess.run([*self.base, "capture-pane", "-p", *(["-e"] if escapes else []),
+                               "-t", "main"], capture_output=True, text=True).stdout
 
     def wait_for(self, text: str, timeout: float = 20.0, present: bool = True) -> str:
         deadline = time.monotonic() + timeout

@@ -38,6 +38,8 @@ def cmd_browse(args) -> int:
 
     if len(args.path) > 2:
         raise UsageError(" ".join(args.path), "give one checkpoint to browse, or two to compare")
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return _no_terminal(args)
     if len(args.path) == 2:
         from ckpt_browser.values.diff import Options
 
@@ -59,6 +61,27 @@ def cmd_browse(args) -> int:
     app = make_app(layout, (folder, opened.timeline) if opened.timeline else None)
     app.run()
     return app.return_code or ExitCode.OK
+
+
+def _no_terminal(args) -> int:
+    """No terminal to draw on (`ckpt-browser PATH > log`, a pipe, a job): the report the
+    screen would show, as `inspect` or `diff` prints it, with their exit codes."""
+    from argparse import Namespace
+
+    from ckpt_browser.commands.inspect import cmd_inspect
+
+    remote = {k: getattr(args, k) for k in ("no_cache", "concurrency", "timeout")
+              if hasattr(args, k)}
+    if len(args.path) == 2:
+        code = cmd_diff(Namespace(a=args.path[0], b=args.path[1], values=False, json=False,
+                                  rtol=0.0, atol=0.0, strip_prefix_a="", strip_prefix_b="",
+                                  include=[], exclude=[], weights_only=False, **remote))
+    else:
+        code = cmd_inspect(Namespace(path=args.path[0] if args.path else None, json=False,
+                                     files=False, checkpoint=None, **remote))
+    # after the report: a path that cannot be read is its one line alone
+    note("not a terminal (stdin or stdout), so the report above instead of the browser")
+    return code
 
 
 def _side(path: str, which: str, args):

@@ -14,6 +14,8 @@ SAY_READING = 2**30  # stats says how much it reads from 1 GiB up, even off a te
 def cmd_stats(args) -> int:
     from ckpt_browser.analysis.opened import local_path, open_path
     from ckpt_browser.report.stats import (
+        check_line,
+        check_summary,
         error_doc,
         error_text,
         not_read_doc,
@@ -25,7 +27,7 @@ def cmd_stats(args) -> int:
     from ckpt_browser.values.diff import side_of
     from ckpt_browser.values.locate import select
     from ckpt_browser.values.read import ValuesError
-    from ckpt_browser.values.stats import tensor_stats
+    from ckpt_browser.values.stats import tensor_stats, unsound
 
     side = side_of(open_path(local_path(args.path, args), args.checkpoint, run=True))
     path = side.path
@@ -35,6 +37,8 @@ def cmd_stats(args) -> int:
     locs = [loc for loc, in todo.admitted]
     total = _say_reading(locs)
     docs, bad, before = [], 0, 0
+    check = args.check or args.check_constant
+    found: dict[str, list[str]] = {}  # --check: tensor name -> what is wrong with its values
     with Progress() as progress:
         for i, loc in enumerate(locs):
             progress.name = f"[{i + 1}/{len(locs)}] {loc.name}"
@@ -50,25 +54,36 @@ def cmd_stats(args) -> int:
                 shown = error_doc(loc, str(e)) if args.json else \
                     error_text(loc, str(e), alarm.get(loc.file, ""))
             else:
+                wrong = unsound(s, args.check_constant) if check else []
+                if wrong:
+                    found[loc.name] = wrong
                 shown = stats_doc(s, loc) if args.json else \
-                    stats_text(s, loc, alarm.get(loc.file, ""))
+                    stats_text(s, loc, alarm.get(loc.file, "")) if not check else \
+                    check_line(s, loc, wrong) if wrong else ""
             if args.json:
                 docs.append(shown)
-            else:
+            elif shown:
                 progress.write(shown)
+    summary = check_summary(len(locs) - bad, found, args.check_constant) if check else ""
     if args.json:
         doc = {"path": path, "tensors": docs}
         if todo.unread:
             doc["not_read"] = not_read_doc(todo)
+        if check:
+            doc["check"] = {"tensors": len(locs) - bad, "found": found, "summary": summary}
         sys.stdout.write(json.dumps(doc) + "\n")
-    elif todo.unread:
-        print(not_read_text(todo))
+    else:
+        if todo.unread:
+            print(not_read_text(todo))
+        if check:
+            print(summary)
     said = [f"the values of {bad} tensor(s) could not be read"] if bad else []
     if todo.unread:
         said.append(todo.message())
     if said:
         error(f"{path}: {'; '.join(said)}")
-    return ExitCode.DAMAGED if bad else ExitCode.USAGE if todo.unread else ExitCode.OK
+    return ExitCode.DAMAGED if bad else ExitCode.FOUND if found else \
+        ExitCode.USAGE if todo.unread else ExitCode.OK
 
 
 def _say_reading(locs) -> int:

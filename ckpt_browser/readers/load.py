@@ -3,28 +3,14 @@ tree's skeleton), then every other file by its content, DCP folders as one read 
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 from ckpt_browser import limits
 from ckpt_browser.model import WARNING, Checkpoint, FileInfo, Layout, Problem, TensorInfo
 from ckpt_browser.readers.files import read_file
-
-
-@contextmanager
-def paused_gc():
-    """Headers make ~100,000 small acyclic objects; the cyclic collector would rescan
-    them over and over (a third of the run time on a 94,000-tensor checkpoint)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+from ckpt_browser.readers.pickle_safe.quiet_gc import gc_paused as paused_gc
 
 
 def reading_order(layout: Layout) -> list[str]:

@@ -96,3 +96,24 @@ def not_read_text(plan) -> str:
             if len(items) > NAMES_SHOWN else ""
         lines.append(printable(f"{line}: {', '.join(names)}{more}"))
     return "\n".join(lines)
+
+
+def check_line(s, loc, wrong: list[str]) -> str:
+    """`stats --check`: one tensor whose values are suspect, on one line."""
+    shape = "[" + ", ".join(str(d) for d in loc.shape) + "]"
+    return printable(f"{loc.name}  {loc.dtype} {shape}  ({loc.file}): {', '.join(wrong)}")
+
+
+def check_summary(checked: int, found: dict[str, list[str]], constant: bool) -> str:
+    """`stats --check`'s last line: how many tensors were read, how many are suspect."""
+    what = "NaN, Inf, all-zero or constant values" if constant else "NaN or Inf"
+    if not found:
+        return f"checked {checked:,} tensor(s): none holds {what}"
+    nan = sum(any(w.endswith(" NaN") for w in ws) for ws in found.values())
+    inf = sum(any(w.endswith(" Inf") for w in ws) for ws in found.values())
+    rest = len(found) - sum(any(w.endswith((" NaN", " Inf")) for w in ws)
+                            for ws in found.values())
+    parts = [f"{nan:,} with NaN"] if nan else []
+    parts += [f"{inf:,} with Inf"] if inf else []
+    parts += [f"{rest:,} all zeros or constant"] if rest else []
+    return f"checked {checked:,} tensor(s): {len(found):,} suspect ({', '.join(parts)})"

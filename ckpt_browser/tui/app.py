@@ -29,7 +29,9 @@ class CkptApp(App[int]):
         # A 16-colour terminal turns the theme's greys and oranges into its nearest ANSI
         # colours: the footer's keys became bright red on bright black (contrast 1.0). The
         # ANSI theme draws with the terminal's own palette, which its user made readable.
-        if sixteen_colours(self):
+        # Not under NO_COLOR: Textual greys every colour by its brightness there, and the
+        # terminal's own palette has none to grey (it came out black on black, 30;40).
+        if sixteen_colours(self) and not self.no_color:
             self.theme = "ansi-dark"
 
     def get_default_screen(self) -> Screen:

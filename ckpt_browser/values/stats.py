@@ -179,3 +179,19 @@ class _Hist:
         counts[:part.size] = part
         edges = (self.lo + first * self.width, self.lo + (first + shown * group) * self.width)
         return counts.reshape(shown, group).sum(1).tolist(), edges
+
+
+def unsound(s: Stats, constant: bool = False) -> list[str]:
+    """What makes these values suspect, in words: NaN and Inf always; with `constant`, a
+    tensor of more than one element that is all zeros or one value throughout."""
+    out = []
+    if s.nan:
+        out.append(f"{s.nan:,} NaN")
+    if s.inf:
+        out.append(f"{s.inf:,} Inf")
+    if constant and s.numel > 1 and not out:
+        if s.zeros == s.numel:
+            out.append("all zeros")
+        elif s.finite == s.numel and s.min == s.max:
+            out.append(f"constant ({s.min:g} throughout)")
+    return out

@@ -3,7 +3,7 @@
 The properties:
 - each reader returns, or raises only what it documents (a `CheckpointError` subclass; the
   index reader's `ShardError`), with a one-line message; "never raises" readers never raise;
-- the CLI exits with a documented code, never 1 (a bug; for `diff`, 2 with "internal error"),
+- the CLI exits with a documented code, never 70 (a bug, with "internal error"),
   with at most one line on stderr, no traceback, strict JSON for --json and no terminal
   control characters in text output;
 - nothing is written or created anywhere, no program is run, memory and time stay under the
@@ -242,8 +242,8 @@ def _run_cli(command: str, as_json: bool, entry: Path, case: Case, out: list[Fai
     argv = cli_argv(command, str(entry), as_json, case.target)
     stdout, stderr, usage = io.StringIO(), io.StringIO(), Usage()
     code = None
-    # With CKPT_BROWSER_DEBUG main() re-raises what it would print as "internal error" (exit 1,
-    # or 2 for diff), so the failure names the frame that raised.
+    # With CKPT_BROWSER_DEBUG main() re-raises what it would print as "internal error" (exit 70,
+    # in every command), so the failure names the frame that raised.
     debug = os.environ.get("CKPT_BROWSER_DEBUG")
     os.environ["CKPT_BROWSER_DEBUG"] = "1"
     try:

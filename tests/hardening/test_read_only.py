@@ -44,7 +44,7 @@ from tests.hardening.conftest import (
 OTHER, OTHER_FOR_OTHER = "tiny-llama-release", "tiny-llama-run/checkpoint-6"
 ANSWERS = "1\n" * 40  # more than enough for two questions and the prompts between them
 
-# exit codes each subcommand may give on a sample (1 means a bug, except for diff)
+# exit codes each subcommand may give on a sample (70 means a bug)
 ALLOWED = {"inspect": {0, 5}, "check": {0, 3, 4, 5}, "stats": {0, 2, 5}, "diff": {0, 1, 2},
            "quiz": {0}}
 

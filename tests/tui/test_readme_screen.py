@@ -68,6 +68,8 @@ def test_no_path_opens_the_bundled_sample_under_its_name(monkeypatch):
 
     monkeypatch.setattr(tui_app, "make_app", lambda layout, timeline=None: opened.append(layout)
                         or NotRun())
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)  # as in a terminal
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
     assert main([]) == 0
     assert main([default_sample()]) == 0
     assert [layout.shown_as for layout in opened] == [SHOWN_AS, ""]

@@ -31,10 +31,11 @@ def test_the_readme_table_is_the_enum():
 
 def test_the_codes_as_the_readme_documents_them():
     assert {c.name: int(c) for c in ExitCode} == {
-        "OK": 0, "BUG": 1, "USAGE": 2, "INEXACT": 3, "WEIGHTS_ONLY": 4, "DAMAGED": 5,
-        "INTERRUPTED": 130}
-    # diff follows diff(1): its names for 1 and 2 are aliases, not other codes
-    assert ExitCode.DIFFERS is ExitCode.BUG and ExitCode.TROUBLE is ExitCode.USAGE
+        "OK": 0, "DIFFERS": 1, "USAGE": 2, "INEXACT": 3, "WEIGHTS_ONLY": 4, "DAMAGED": 5,
+        "FOUND": 6, "BUG": 70, "INTERRUPTED": 130}
+    # diff follows diff(1): 2 is trouble; a bug has its own code everywhere
+    assert ExitCode.TROUBLE is ExitCode.USAGE
+    assert ExitCode.BUG not in (ExitCode.DIFFERS, ExitCode.TROUBLE)
     assert VERDICT_CODE == {"exact": 0, "inexact": 3, "weights-only": 4, "broken": 5}
 
 
@@ -68,11 +69,11 @@ def test_the_main_help_shows_every_code():
     ("browse", NotACheckpoint("x", "not a checkpoint"), 2),
     ("diff", NotACheckpoint("x", "not a checkpoint"), 2),
     (None, UsageError("x", "no"), 2),
-    ("inspect", RuntimeError("boom"), 1),
-    ("check", KeyError("k"), 1),
-    ("browse", ValueError("v"), 1),
-    (None, RuntimeError("before a command was parsed"), 1),
-    ("diff", RuntimeError("boom"), 2),  # diff(1): 2 is trouble, a bug included
+    ("inspect", RuntimeError("boom"), 70),
+    ("check", KeyError("k"), 70),
+    ("browse", ValueError("v"), 70),
+    (None, RuntimeError("before a command was parsed"), 70),
+    ("diff", RuntimeError("boom"), 70),  # a bug is a bug in diff too, never "trouble"
     ("inspect", KeyboardInterrupt(), 130),
     ("diff", KeyboardInterrupt(), 130),
     ("inspect", BrokenPipeError(), 0),
@@ -106,9 +107,9 @@ def test_the_bug_handler_says_one_line_without_a_traceback(capsys, monkeypatch):
                    "with CKPT_BROWSER_DEBUG=1 for details)\n")
 
 
-def test_the_bug_handler_gives_diff_its_trouble_code(capsys, monkeypatch):
+def test_the_bug_handler_gives_diff_the_bug_code_not_trouble(capsys, monkeypatch):
     monkeypatch.delenv("CKPT_BROWSER_DEBUG", raising=False)
-    assert bug("diff", ZeroDivisionError("x")) == ExitCode.TROUBLE == 2
+    assert bug("diff", ZeroDivisionError("x")) == ExitCode.BUG == 70
     assert capsys.readouterr().err.count("\n") == 1
 
 
@@ -118,14 +119,14 @@ def test_the_bug_handler_raises_under_debug(monkeypatch):
         bug("inspect", RuntimeError("boom"))
 
 
-def test_a_bug_in_a_command_is_one_line_and_exit_1(capsys, monkeypatch):
+def test_a_bug_in_a_command_is_one_line_and_exit_70(capsys, monkeypatch):
     monkeypatch.delenv("CKPT_BROWSER_DEBUG", raising=False)
 
     def broken(args):
         raise RuntimeError("boom")
 
     monkeypatch.setattr("ckpt_browser.cli.cmd_check", broken)
-    assert main(["check", "anything"]) == 1
+    assert main(["check", "anything"]) == 70
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert "internal error: RuntimeError: boom" in err

@@ -137,3 +137,19 @@ def test_search_n_n_then_escape_keeps_the_place(terminal):
     terminal.wait_for(third)  # and the cursor came back to the third match, not the top
     terminal.keys("q")
     assert terminal.exit_code() == 0
+
+
+def test_resume_window_at_80x24_shows_a_finding_and_whole_file_names(terminal):
+    terminal.start(["deepspeed-run"], cwd=SAMPLES)  # ZeRO-2, 2 ranks: long rank file names
+    terminal.wait_for("global_step4")
+    terminal.keys("r")
+    screen = terminal.wait_for("WARNING rng")  # a finding, in the room the window gives them
+    assert "Findings" in screen
+    # file names break after a `/` or `_`, never inside a piece of the name
+    lines = [line.strip("│ ") for line in screen.splitlines()]
+    assert not any(line.startswith(("tates.pt", "ates.pt", "s.pt")) for line in lines), screen
+    assert any("optim_states.pt" in line or line.endswith("optim_") for line in lines), screen
+    terminal.keys("Escape")  # alone: Escape then q in one burst reads as Alt+q
+    terminal.wait_for("Findings", present=False)
+    terminal.keys("q")
+    assert terminal.exit_code() == 0

@@ -29,6 +29,7 @@ from ckpt_browser.report.words import (
     plural,
     status_word,
 )
+from ckpt_browser.tui.common.cells import PathText
 from ckpt_browser.tui.common.modals import CloseableModal, TextModal
 
 READING = "Reading the training state… the verdict shows here when it is read."
@@ -43,11 +44,11 @@ def components_table(report: ResumeReport) -> Table:
     table = Table(box=None, padding=(0, 1), show_header=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(no_wrap=True)
-    table.add_column(overflow="fold")
+    table.add_column()
     for kind, comp in report.components.items():
         style = "" if comp.status in GOOD_STATUSES else ALERT
         table.add_row(kind, Text(status_word(comp.status), style=style),
-                      printable(file_list(comp.files) or "-"))
+                      PathText(printable(file_list(comp.files) or "-")))
     return table
 
 

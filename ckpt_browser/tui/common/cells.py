@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import re
 
+from rich.cells import cell_len
+from rich.measure import Measurement
+from rich.text import Text
+
 ELLIPSIS = "…"
 _NUMBER = re.compile(r"(?<![0-9])[0-9]+(?![0-9])")
 
@@ -41,3 +45,34 @@ def cut_middle(text: str, width: int) -> str:
     if best_cost is None or best_cost >= 100:
         best = mid  # no cut near the middle keeps every number whole: plain halves
     return text[:best] + ELLIPSIS + text[len(text) - (keep - best):]
+
+
+_PIECE = re.compile(r"[^/_, ]*(?:[/_]|, ?| |$)")
+
+
+class PathText:
+    """Text that wraps after `/`, `_`, `, ` or a space, never inside a piece of a name
+    (`global_step4/zero_pp_rank_0_mp_rank_00_optim_states.pt` breaks as `..._mp_rank_00_` /
+    `optim_states.pt`, not `..._optim_s` / `tates.pt`); a piece wider than the column folds."""
+
+    def __init__(self, text: str, style: str = "") -> None:
+        self.text, self.style = text, style
+        self.pieces = [p for p in _PIECE.findall(text) if p] or [text]
+
+    def __rich_measure__(self, console, options) -> Measurement:
+        widest = max(cell_len(p.rstrip()) for p in self.pieces)
+        return Measurement(min(widest, options.max_width), cell_len(self.text))
+
+    def __rich_console__(self, console, options):
+        width = max(options.max_width, 1)
+        line = ""
+        for piece in self.pieces:
+            if line and cell_len(line + piece.rstrip()) > width:
+                yield from self._fold(line.rstrip(), width)
+                line = ""
+            line += piece
+        yield from self._fold(line.rstrip(), width)
+
+    def _fold(self, line: str, width: int):
+        for i in range(0, max(len(line), 1), width):
+            yield Text(line[i:i + width], style=self.style)

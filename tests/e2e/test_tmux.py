@@ -153,3 +153,28 @@ def test_resume_window_at_80x24_shows_a_finding_and_whole_file_names(terminal):
     terminal.wait_for("Findings", present=False)
     terminal.keys("q")
     assert terminal.exit_code() == 0
+
+
+def test_expert_rows_at_80x24_keep_the_layer_and_the_expert(terminal, moe_checkpoint):
+    """The 163-shard DeepSeek-V3-shaped checkpoint: a search for one expert's tensors shows
+    rows that still say which layer and which expert, in the tree and in the table."""
+    import re
+
+    terminal.start([moe_checkpoint.name], cwd=moe_checkpoint.parent)
+    terminal.wait_for("read 165/165")
+    terminal.type("/experts.255.down")
+    terminal.wait_for("118 of 91,991 tensors")  # the filter has run on what was typed
+    terminal.keys("Enter")
+    terminal.type("n")  # typed ahead: Enter must have handed the keys back to the tree
+    terminal.wait_for("match 2/118")
+    # a tree row: layer 3, expert 255 and the leaf, whatever is shortened around them
+    row = re.compile(r"\bl(?:ayers)?\.3\.(?:\w+\.)*?e(?:xperts)?\.255\.down_proj\.weight\b")
+    screen = terminal.wait_for("down_proj.weight")
+    assert row.search(screen), screen
+    terminal.type("l")  # the table view
+    screen = terminal.wait_for("118 tensors matching")
+    assert row.search(screen), screen
+    terminal.keys("Escape")
+    terminal.wait_for("filter 'experts", present=False)
+    terminal.type("q")
+    assert terminal.exit_code() == 0

@@ -1,4 +1,5 @@
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,10 @@ def count_drawn(monkeypatch, table_class) -> list:
     monkeypatch.setattr(table_class, "row_text",
                         lambda self, r: drawn.append(r) or original(self, r))
     return drawn
+
+
+def shows_numbers_and_leaf(shown: str, name: str) -> bool:
+    """A shortened tensor name still says which tensor: every number of the name, in order,
+    and the end of its leaf (`m.l.3.m.e.255.down_proj.weight`)."""
+    leaf = shown.rsplit("…", 1)[-1].rsplit(".", 1)[-1]
+    return re.findall(r"\d+", shown) == re.findall(r"\d+", name) and name.endswith(leaf)

@@ -249,7 +249,7 @@ async def test_name_column_keeps_layer_and_expert_at_80_columns(tmp_path, monkey
         await loaded(app, pilot)
         await pilot.press("end")
         row = screen_lines(app.query_one(DiffTable))[2]
-        assert "model.layers.61" in row and ".255.down_proj.weight" in row and "…" in row
+        assert "layers.61." in row and ".255.down_proj.weight" in row
         assert "BF16 [4,8]" in row
         assert name in details(app)  # the whole name below
 

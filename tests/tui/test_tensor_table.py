@@ -12,8 +12,8 @@ from ckpt_browser.readers.safetensors import read_header
 from ckpt_browser.report.words import size
 from ckpt_browser.tui.browse.table import TensorTable, file_cell, shape_cell
 from ckpt_browser.tui.browse.values_panel import ValuesPanel
-from ckpt_browser.tui.common.cells import cut_middle
-from tests.tui.conftest import SAMPLES, alone, count_drawn, loaded, plain
+from ckpt_browser.tui.common.cells import fit_name
+from tests.tui.conftest import SAMPLES, alone, count_drawn, loaded, plain, shows_numbers_and_leaf
 
 SIZE = (80, 24)
 RUN6 = "tiny-llama-run/checkpoint-6"
@@ -81,15 +81,14 @@ async def test_columns_fit_80_columns_only_names_are_cut(sample_app):
             for cell in (row.dtype, shape_cell(row), size(row.nbytes)):
                 assert f" {cell} " in line + " "  # whole, never cut
             name_w = t.sizes()[0]
-            assert line[1:].startswith(cut_middle(row.name, name_w))
-            if len(row.name) > name_w:  # cut in the middle: both ends stay
+            assert line[1:].startswith(fit_name(row.name, name_w))
+            if len(row.name) > name_w:  # shortened: every number and the leaf stay
                 cut += 1
-                start, end = cut_middle(row.name, name_w).split("…")
-                assert row.name.startswith(start) and row.name.endswith(end)
+                assert shows_numbers_and_leaf(fit_name(row.name, name_w), row.name)
         assert file_cell("model-00002-of-00003.safetensors", 12) == "2 of 3"
         await pilot.press("end")
         last = t.rows[-1]
-        assert screen_lines(t)[-1].startswith(">" + cut_middle(last.name, t.sizes()[0])[:10])
+        assert screen_lines(t)[-1].startswith(">" + fit_name(last.name, t.sizes()[0])[:10])
 
 
 async def test_filter_narrows_the_table_and_esc_keeps_the_row(sample_app):
@@ -156,7 +155,9 @@ async def test_94000_rows_scroll_and_draw_only_what_is_visible(moe_rows, monkeyp
         assert t.current is moe_rows[-1] and len(drawn) < 200
         last = screen_lines(t)[-1]
         # the last row, 93,999 = 60 * 1541 + 1539: layer 60, expert 1539
-        assert last.startswith(">model.layers.60") and "1539.down_proj.weight" in last
+        assert last.startswith(">m") and shows_numbers_and_leaf(last[1:].split()[0],
+                                                                "model.layers.60.mlp.experts.1539"
+                                                                ".down_proj.weight")
         assert "1 of 2" in last
         await pilot.press("home")
         assert t.current is moe_rows[0]

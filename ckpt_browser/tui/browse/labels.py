@@ -9,7 +9,7 @@ from ckpt_browser.escape import printable
 from ckpt_browser.model import TensorInfo
 from ckpt_browser.report.styles import ALERT, WARN
 from ckpt_browser.report.words import count, plural, size, size_cell
-from ckpt_browser.tui.common.cells import cut_middle
+from ckpt_browser.tui.common.cells import cut_middle, fit_name
 
 STATE_WORDS = {"reading": "reading…", "ok": "", "damaged": "DAMAGED", "missing": "MISSING",
                "warning": "warning", "unsafe": "UNSAFE", "unsafe-damaged": "UNSAFE, DAMAGED",
@@ -103,7 +103,7 @@ def tensor_row(cells: tuple[str, str, str, str], widths: tuple[int, int, int, in
         columns.pop(0)
     rest = "  ".join(columns)
     name_w = max(width - len(rest) - 2, 1)
-    return Text.assemble(cut_middle(name, name_w).ljust(name_w), ("  " + rest, tail))
+    return Text.assemble(fit_name(name, name_w).ljust(name_w), ("  " + rest, tail))
 
 
 def tensor_label(t: TensorInfo | str, short: bool = False) -> Text:

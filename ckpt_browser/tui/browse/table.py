@@ -19,7 +19,7 @@ from ckpt_browser.report.words import size
 from ckpt_browser.tui.browse.details import Details
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref
-from ckpt_browser.tui.common.cells import cut_middle
+from ckpt_browser.tui.common.cells import cut_middle, fit_name
 from ckpt_browser.tui.common.vtable import Column, VTable
 from ckpt_browser.tui.common.workers import ForLoad, current_load
 
@@ -101,7 +101,7 @@ class TensorTable(VTable[TensorInfo]):
         self.shape_w = max(SHAPE_MIN, min(SHAPE_MAX, widest))
 
     def columns(self) -> Sequence[Column]:
-        return (Column("name", cut=cut_middle, min_width=12), Column("dtype", DTYPE_W),
+        return (Column("name", cut=fit_name, min_width=12), Column("dtype", DTYPE_W),
                 Column("shape", self.shape_w, cut=cut_middle), Column("size", SIZE_W, "right"),
                 Column("file", FILE_W, cut=file_cell))
 

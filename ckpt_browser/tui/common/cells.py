@@ -47,6 +47,26 @@ def cut_middle(text: str, width: int) -> str:
     return text[:best] + ELLIPSIS + text[len(text) - (keep - best):]
 
 
+def fit_name(text: str, width: int) -> str:
+    """A dotted tensor name in `width` cells, keeping every number and the leaf: the parts
+    before the last number shrink to their first letter (the most generic, from the left),
+    then those between it and the leaf, so `model.layers.3.mlp.experts.255.down_proj.weight`
+    in 33 cells is `m.l.3.m.e.255.down_proj.weight`, where cutting the middle hid the expert
+    (`model.layers.3.…down_proj.weight`); what still does not fit is cut in the middle."""
+    if len(text) <= width or "." not in text:
+        return cut_middle(text, width)
+    parts = text.split(".")
+    leaf = len(parts) - 2  # the leaf: `down_proj.weight`, `kv_a_proj_with_mqa.weight_scale_inv`
+    order = [i for i, p in enumerate(parts[:max(leaf, 1)]) if len(p) > 1 and not p.isdigit()]
+    length = len(text)
+    for i in order:
+        length -= len(parts[i]) - 1
+        parts[i] = parts[i][0]
+        if length <= width:
+            return ".".join(parts)
+    return cut_middle(".".join(parts), width)
+
+
 _PIECE = re.compile(r"[^/_, ]*(?:[/_]|, ?| |$)")
 
 

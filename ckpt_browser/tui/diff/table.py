@@ -15,7 +15,7 @@ from rich.text import Text
 from ckpt_browser.escape import printable
 from ckpt_browser.report.styles import ALERT
 from ckpt_browser.report.words import short_number
-from ckpt_browser.tui.common.cells import cut_middle
+from ckpt_browser.tui.common.cells import fit_name
 from ckpt_browser.tui.common.vtable import Column, VTable
 from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.values.diff import Row
@@ -41,7 +41,7 @@ class DiffTable(VTable[Row]):
         self.spec_w = max(SPEC_MIN, min(SPEC_MAX, widest))
 
     def columns(self) -> Sequence[Column]:
-        return (Column("status", STATUS_W), Column("name", cut=cut_middle),
+        return (Column("status", STATUS_W), Column("name", cut=fit_name),
                 Column("dtype/shape", self.spec_w),
                 Column("max|diff|", DIFF_W, align="right"))
 

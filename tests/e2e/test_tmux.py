@@ -160,21 +160,25 @@ def test_expert_rows_at_80x24_keep_the_layer_and_the_expert(terminal, moe_checkp
     rows that still say which layer and which expert, in the tree and in the table."""
     import re
 
+    # a row naming layer 3, expert 255 and the leaf, whatever is shortened around them
+    row = re.compile(r"\bl(?:ayers)?\.3\.(?:\w+\.)*?e(?:xperts)?\.255\.down_proj\.weight\b")
     terminal.start([moe_checkpoint.name], cwd=moe_checkpoint.parent)
     terminal.wait_for("read 165/165")
-    terminal.type("/experts.255.down")
-    terminal.wait_for("118 of 91,991 tensors")  # the filter has run on what was typed
-    terminal.keys("Enter")
-    terminal.type("n")  # typed ahead: Enter must have handed the keys back to the tree
-    terminal.wait_for("match 2/118")
-    # a tree row: layer 3, expert 255 and the leaf, whatever is shortened around them
-    row = re.compile(r"\bl(?:ayers)?\.3\.(?:\w+\.)*?e(?:xperts)?\.255\.down_proj\.weight\b")
-    screen = terminal.wait_for("down_proj.weight")
-    assert row.search(screen), screen
-    terminal.type("l")  # the table view
-    screen = terminal.wait_for("118 tensors matching")
-    assert row.search(screen), screen
+    terminal.type("/experts.255.down")  # the tree opens the matches as the filter runs
+    screen = terminal.wait_for("118 of 91,991 tensors")
+    screen = terminal.wait_for("14.0 MiB")  # a down_proj row, with its size
+    rows = [line.split("││")[0] for line in screen.splitlines() if "14.0 MiB" in line]
+    assert any(row.search(r) for r in rows), screen  # the tree's rows, not the details
     terminal.keys("Escape")
-    terminal.wait_for("filter 'experts", present=False)
+    terminal.wait_for("filter '", present=False)  # cleared: the keys are the tree's again
+    terminal.type("l")  # the table view, then the same search in it
+    terminal.wait_for("all 91,991 tensors")
+    terminal.type("/experts.255.down")
+    screen = terminal.wait_for("118 tensors matching")
+    screen = terminal.wait_for("F8_E4M3")
+    rows = [line for line in screen.splitlines() if "F8_E4M3" in line]  # the table's rows
+    assert any(row.search(r) for r in rows), screen
+    terminal.keys("Escape")
+    terminal.wait_for("filter '", present=False)
     terminal.type("q")
     assert terminal.exit_code() == 0

@@ -53,7 +53,9 @@ def readable(app, word: str) -> float:
 
 
 TERMINALS = {"colour": {}, "NO_COLOR": {"NO_COLOR": "1"},
-             "16 colours": {"TEXTUAL_COLOR_SYSTEM": "standard"}}
+             "16 colours": {"TEXTUAL_COLOR_SYSTEM": "standard"},
+             # both at once (NO_COLOR=1 TERM=xterm) drew black on black
+             "NO_COLOR, 16 colours": {"NO_COLOR": "1", "TEXTUAL_COLOR_SYSTEM": "standard"}}
 
 
 def terminal(monkeypatch, kind: str) -> None:
@@ -67,7 +69,7 @@ async def test_bad_states_readable_on_every_terminal(sample_app, monkeypatch, ki
     app = sample_app("tiny-llama-damaged")
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(app, pilot)
-        assert app.no_color is (kind == "NO_COLOR")
+        assert app.no_color is kind.startswith("NO_COLOR")
         assert (app.theme == "ansi-dark") is (kind == "16 colours")
         for word in ("MISSING", "DAMAGED", "error(s)", "BROKEN"):
             assert readable(app, word) >= 4.5, word  # WCAG AA for normal text
@@ -102,3 +104,19 @@ def test_no_color_damaged_80x24(snap_compare, sample_app, monkeypatch):
         await loaded(pilot.app, pilot)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_readme_screenshots_no_color_16_colours(snap_compare, sample_app, monkeypatch, size):
+    """The README's screenshots: the damaged sample under NO_COLOR=1 on a 16-colour terminal
+    (TERM=xterm), at the design size and at 120x40, the resume window open."""
+    for var, value in TERMINALS["NO_COLOR, 16 colours"].items():
+        monkeypatch.setenv(var, value)
+    app = sample_app("tiny-llama-damaged")
+
+    async def run_before(pilot):
+        await loaded(pilot.app, pilot)
+        await pilot.press("down", "down", "r")
+        await loaded(pilot.app, pilot)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -6,9 +6,7 @@ from __future__ import annotations
 import threading
 
 from textual import on, work
-from textual.actions import SkipAction
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Tree
@@ -43,9 +41,7 @@ from ckpt_browser.tui.keys import BROWSE, bindings
 class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
     TITLE = "ckpt-browser"
     KEYS = BROWSE  # the footer, the palette and the help window come from it
-    # Enter in the filter, handled before the next key is routed: Input's own Enter posts
-    # Submitted, handled later, and a key typed right after it (n, l, q) went into the box
-    BINDINGS = [*bindings(KEYS), Binding("enter", "filter_done", show=False, priority=True)]
+    BINDINGS = bindings(KEYS)
 
     def __init__(self, layout: Layout, timeline: tuple[str, list] | None = None) -> None:
         super().__init__()
@@ -60,9 +56,8 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
             yield CheckpointTree(self.model, id="tree")
             yield TensorTable(id="table")  # l: instead of the tree, the details below it
             yield Details(self.model, id="details")
-        # select_on_focus off: typed-ahead text must not get selected and replaced
         yield Input(placeholder="filter names: substring or glob (Esc clears)", id="filter",
-                    select_on_focus=False)
+                    select_on_focus=False)  # typed-ahead text must not get selected and replaced
         yield Footer()
 
     def on_mount(self) -> None:
@@ -298,10 +293,9 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
         self.reload_table()
         self._summary.refresh_summary()
 
-    def action_filter_done(self) -> None:
-        if self.focused is not self.query_one("#filter", Input):
-            raise SkipAction()  # Enter anywhere else: the tree's, a window's
-        self.set_focus(self.main_pane)
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self) -> None:
+        self.main_pane.focus()
 
     def action_cancel_or_clear(self) -> None:
         """Esc: stop a running values read first; otherwise clear the filter."""
@@ -316,7 +310,7 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
             self._keep = self._tree.path_of(node) if node is not None else ()
             self.model.match_at = None
             field.value = ""  # Input.Changed rebuilds the tree, then goes back to _keep
-        self.screen.set_focus(self.main_pane)
+        self.main_pane.focus()
 
     # -- views and screens --------------------------------------------------------------
     def _set_mode(self, mode: str) -> None:

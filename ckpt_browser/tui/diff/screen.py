@@ -12,9 +12,7 @@ import time
 
 from rich.text import Text
 from textual import on, work
-from textual.actions import SkipAction
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -39,8 +37,7 @@ SUMMARY_EVERY = 1.0  # seconds between recounts of the statuses while comparing
 class DiffScreen(ForwardsWorkerErrors, Screen):
     TITLE = "ckpt-browser diff"
     KEYS = DIFF  # the footer, the palette and the help window come from it
-    BINDINGS = [*bindings(KEYS),  # footer order; at 80 columns "q Quit" must still show
-                Binding("enter", "filter_done", show=False, priority=True)]
+    BINDINGS = bindings(KEYS)  # footer order; at 80 columns "q Quit" must still show
     comparing: reactive[bool] = reactive(False, init=False)
 
     def __init__(self, a: Side | str, b: Side | str, opts: Options | None = None) -> None:
@@ -188,11 +185,9 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         self.pattern = event.value
         self._refresh_view(keep=True)
 
-    def action_filter_done(self) -> None:
-        """Enter in the filter, before the next key is routed (as the browser does)."""
-        if self.focused is not self.query_one("#diff-filter", Input):
-            raise SkipAction()
-        self.set_focus(self._table)
+    @on(Input.Submitted, "#diff-filter")
+    def _names_done(self) -> None:
+        self._table.focus()
 
     def action_clear_filter(self) -> None:
         """Esc: the filter goes, the cursor stays on the row it was on."""

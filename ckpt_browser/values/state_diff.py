@@ -324,8 +324,13 @@ def _counters_from_facts(t: TrainingState, label: str,
         return StepCounters(_count(min(values)), _count(max(values)),
                             params if params is not None else len(values), 0)
     if _status(t, "optimizer") in USABLE:
-        notes.append(f"{label}'s optimizer state has no per-parameter step counters that could "
-                     "be found (not an Adam-style optimizer, or its state is stored elsewhere).")
+        if _int(facts.get("params_with_state")) == 0:  # torch fills state at the first step
+            notes.append(f"{label}'s optimizer has no per-parameter state yet (saved before its "
+                         "first step): no step counters to compare.")
+        else:
+            notes.append(f"{label}'s optimizer state has no per-parameter step counters that "
+                         "could be found (not an Adam-style optimizer, or its state is stored "
+                         "elsewhere).")
     return None
 
 

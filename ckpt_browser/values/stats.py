@@ -87,6 +87,8 @@ def tensor_stats(loc: TensorLoc, cancel: threading.Event | None = None,
         out.std = math.sqrt(moments.m2 / (n - 1)) if n > 1 else None
         out.abs_max = max(abs(moments.lo), abs(moments.hi))
         out.hist, out.hist_range = hist.result(bins)
+        if out.min == out.max:  # one value throughout: one bin at it, not a made-up width
+            out.hist, out.hist_range = [n], (out.min, out.max)
         if hist.too_wide:
             out.note = "; ".join(filter(None, [out.note, "no histogram: the finite values span "
                                                          "more than a float can hold"]))

@@ -249,6 +249,22 @@ def test_optimizer_state_from_an_earlier_step(tmp_path):
     assert "optimizer_not_advanced" not in kinds(diff(bad, bad))
 
 
+def test_a_fresh_adamw_is_said_to_be_before_its_first_step(tmp_path):
+    """An AdamW saved before its first step has empty `state` (torch fills it lazily): that
+    is what the note says, not 'not an Adam-style optimizer'."""
+    import torch
+
+    fresh = shutil.copytree(RUN6, tmp_path / "checkpoint-6")
+    params = [torch.nn.Parameter(torch.zeros(2)) for _ in range(21)]
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    assert opt.state_dict()["state"] == {}
+    torch.save(opt.state_dict(), fresh / "optimizer.pt")
+    out = diff(RUN3, fresh)
+    said = " ".join(out.notes)
+    assert "no per-parameter state yet (saved before its first step)" in said, out.notes
+    assert "not an Adam-style optimizer" not in said
+
+
 def test_scheduler_state_from_an_earlier_step(tmp_path):
     bad = shutil.copytree(RUN6, tmp_path / "checkpoint-6")
     shutil.copy(RUN3 / "scheduler.pt", bad / "scheduler.pt")

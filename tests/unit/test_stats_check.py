@@ -47,3 +47,16 @@ def test_a_sound_checkpoint_exits_0_in_one_line():
     done = run_cli("stats", str(RELEASE), "--check")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "checked 21 tensor(s): none holds NaN or Inf\n"
+
+
+def test_an_all_zero_tensor_s_histogram_is_one_bin_at_zero(tmp_path):
+    """It read [0 .. 0.001953]: a width made up for a range of one value."""
+    path, t = write(tmp_path)
+    done = run_cli("stats", str(path), "zero.weight", "const.weight", "--json")
+    docs = {d["name"]: d for d in json.loads(done.stdout)["tensors"]}
+    for name in ("zero.weight", "const.weight"):
+        v = float(t[name].reshape(-1)[0])
+        assert docs[name]["hist_range"] == [v, v], docs[name]
+        assert docs[name]["hist"] == [t[name].numel()]
+    text = run_cli("stats", str(path), "zero.weight").stdout
+    assert "histogram [0 .. 0]" in text

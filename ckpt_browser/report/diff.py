@@ -111,9 +111,11 @@ def _g(x) -> str:
 def _counts(s: dict) -> str:
     parts = [f"{s['only_in_a']:,} only in A", f"{s['only_in_b']:,} only in B",
              f"{s['shape_changed']:,} shape changed", f"{s['dtype_changed']:,} dtype changed"]
-    parts.append("values not compared (--values compares them)" if s["values_changed"] is None
-                 else f"{s['values_changed']:,} values changed")
-    parts.append(f"{s['unchanged']:,} unchanged")
+    if s["values_changed"] is None:  # "unchanged" would read as "the values are the same"
+        parts.append(f"{s['unchanged']:,} with the same shape and dtype (values not compared: "
+                     "--values compares them)")
+    else:
+        parts += [f"{s['values_changed']:,} values changed", f"{s['unchanged']:,} unchanged"]
     if s.get("errors"):
         parts.append(f"{s['errors']:,} unreadable")
     return ", ".join(parts)

@@ -187,7 +187,7 @@ def test_two_steps_of_one_run_json_with_values(capsys):
 def test_without_values_two_steps_have_no_structural_difference(capsys):
     code, out, err = cli(capsys, CKPT3, CKPT6, "--weights-only")
     assert (code, err) == (0, "")
-    assert "values not compared (--values compares them)" in out
+    assert "with the same shape and dtype (values not compared: --values compares them)" in out
 
 
 def test_strip_prefix_and_globs_from_the_command_line(capsys, tmp_path):

@@ -91,7 +91,8 @@ DIFF: tuple[Key, ...] = (
     Key("/", "filter names as the browser does (substring, or a glob such as "
         "`layers.*.experts.1*`), together with the status filter; the table's title counts "
         "the rows that match", "filter_names", palette="Filter names", bind="slash"),
-    Key("s", "sort by largest max abs difference first, or by name", "toggle_sort", "Sort",
+    Key("s", "sort: name -> largest max abs difference first -> largest relative change "
+        "first (the norm of a - b over the norm of a)", "toggle_sort", "Sort",
         "Sort"),
     Key("t", "the weights' table or the training-state tensors' table", "toggle_set", "State",
         "Weights / state tensors"),

@@ -172,9 +172,34 @@ async def test_sort_puts_the_largest_difference_first(diff_app):
         assert table.current.values.max_abs_diff == max(r.values.max_abs_diff
                                                         for r in app.first.result.rows)
         assert "sort: max|diff| first" in table.border_title
-        await pilot.press("s")
+        await pilot.press("s", "s")  # relative change, then back to names
         assert names(app) == [r.name for r in app.first.result.rows]
         assert "sort: name" in table.border_title
+
+
+async def test_sort_by_relative_change_puts_a_small_tensor_s_big_change_first(tmp_path,
+                                                                              monkeypatch):
+    """A running_var of large values moved a little, a small bias moved a lot: max|diff|
+    puts the running_var first, the relative change (||a - b|| / ||a||) the bias."""
+    a = {"bn.running_var": torch.full((8,), 1000.0), "fc.bias": torch.full((8,), 0.01)}
+    b = {"bn.running_var": a["bn.running_var"] + 1.0, "fc.bias": a["fc.bias"] * 3}
+    for side, tensors in (("a", a), ("b", b)):
+        (tmp_path / side).mkdir()
+        save_file(tensors, str(tmp_path / side / "model.safetensors"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    app = make_diff_app(side_of(open_path("a")), side_of(open_path("b")), Options())
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(app, pilot)
+        await compare_all(app, pilot)
+        table = app.query_one(DiffTable)
+        await pilot.press("s")
+        assert names(app) == ["bn.running_var", "fc.bias"]
+        await pilot.press("s")
+        assert "sort: relative change first" in table.border_title
+        assert names(app) == ["fc.bias", "bn.running_var"]
+        rel = {r.name: r.values.rel_l2 for r in table.rows}
+        assert rel["fc.bias"] > rel["bn.running_var"]
 
 
 # -- filter and details ---------------------------------------------------------------------

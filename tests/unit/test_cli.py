@@ -459,15 +459,15 @@ def _into_closed_pipe(*argv: str) -> subprocess.CompletedProcess:
 
 
 def test_pipefail_head_fails_every_time_on_a_damaged_checkpoint():
-    """`set -o pipefail; ckpt-browser inspect damaged | head -1`, as a script writes it, ten
+    """`set -o pipefail; ckpt-browser inspect damaged | head -1`, as a script writes it, five
     times: head exits after one line while ckpt-browser may still be writing, and every run
     must fail (it passed in half of them once)."""
     damaged = Path(__file__).parents[2] / "sample_checkpoints" / "tiny-llama-damaged"
     cmd = (f"set -o pipefail; {shlex.quote(sys.executable)} -m ckpt_browser inspect --files "
            f"{shlex.quote(str(damaged))} | head -1 > /dev/null")
     codes = [subprocess.run(["bash", "-c", cmd], capture_output=True, timeout=60).returncode
-             for _ in range(10)]
-    assert codes == [5] * 10
+             for _ in range(5)]
+    assert codes == [5] * 5
 
 
 @pytest.mark.parametrize("json_out", [False, True])

@@ -83,22 +83,37 @@ def filter_cycle(rows: list[Row]) -> list[str]:
 
 def _by_diff(row: Row) -> tuple:
     """Descending: NaN/Inf mismatches first, then the largest |a - b|; unmeasured rows last."""
+    return _by(row, row.values.max_abs_diff if row.values is not None else None)
+
+
+def _by_relative(row: Row) -> tuple:
+    """Descending: NaN/Inf mismatches first, then the largest ||a - b|| / ||a||: a BatchNorm
+    running_var of large values no longer comes first for a small relative change."""
+    return _by(row, row.values.rel_l2 if row.values is not None else None)
+
+
+def _by(row: Row, measure: float | None) -> tuple:
     v = row.values
     if v is None:
         return (2, 0.0)
     if v.nonfinite_mismatch:
         return (0, -float(v.nonfinite_mismatch))
-    return (1, -(v.max_abs_diff or 0.0)) if v.max_abs_diff is not None else (2, 0.0)
+    return (1, -measure) if measure is not None and measure == measure else (2, 0.0)
 
 
-def view(rows: list[Row], filter_key: str, by_diff: bool, pattern: str = "") -> list[Row]:
-    """The rows to show, in order. `rows` are in name order (natural sort) already;
-    `pattern` is the `/` name filter, the browser's rules (substring or glob)."""
+SORTS = {"name": "name", "abs": "max|diff| first", "rel": "relative change first"}
+
+
+def view(rows: list[Row], filter_key: str, sort: str, pattern: str = "") -> list[Row]:
+    """The rows to show, in order (`sort`: a key of SORTS). `rows` are in name order (natural
+    sort) already; `pattern` is the `/` name filter, the browser's rules (substring or glob)."""
     if pattern.strip():
         match = name_matcher(pattern)
         rows = [r for r in rows if match(r.name)]
     shown = rows if filter_key == "all" else [r for r in rows if matches(r, filter_key)]
-    return sorted(shown, key=_by_diff) if by_diff else list(shown)
+    if sort == "abs":
+        return sorted(shown, key=_by_diff)
+    return sorted(shown, key=_by_relative) if sort == "rel" else list(shown)
 
 
 @lru_cache(maxsize=4096)

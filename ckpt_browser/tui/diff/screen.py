@@ -50,7 +50,7 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         self.result: DiffResult | None = None
         self.showing = "weights"  # or "state": which rows the table lists
         self.filter_key = "all"
-        self.by_diff = False
+        self.sort = "name"  # a key of rows.SORTS
         self.pattern = ""  # the `/` name filter
         self._cancel: threading.Event | None = None
         self._last_summary = 0.0
@@ -134,13 +134,13 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         """Filter and sort the current set again. The cursor goes to the top (a new sort
         shows its first rows), or with `keep` stays on its row when that is still shown."""
         table = self._table
-        table.set_rows(diff_rows.view(self._rows(), self.filter_key, self.by_diff, self.pattern),
+        table.set_rows(diff_rows.view(self._rows(), self.filter_key, self.sort, self.pattern),
                        keep=table.current if keep else None)
         self._refresh_title()
 
     def _refresh_title(self) -> None:
         what = "state tensors" if self.showing == "state" else "weights"
-        sort = "max|diff| first" if self.by_diff else "name"
+        sort = diff_rows.SORTS[self.sort]
         shown, total = len(self._table.rows), len(self._rows())
         status = f"filter: {diff_rows.FILTER_WORDS[self.filter_key]} · sort: {sort}"
         if self.pattern:  # the count first: a long title is cut at its end
@@ -167,9 +167,10 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         self._refresh_view()
 
     def action_toggle_sort(self) -> None:
-        self.by_diff = not self.by_diff
+        order = list(diff_rows.SORTS)
+        self.sort = order[(order.index(self.sort) + 1) % len(order)]
         self._refresh_view()
-        if self.by_diff and not any(r.values for r in self._rows()):
+        if self.sort != "name" and not any(r.values for r in self._rows()):
             self.notify("No values compared yet: press v, then the largest differences "
                         "come first.", timeout=5)
 

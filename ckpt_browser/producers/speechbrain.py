@@ -44,7 +44,7 @@ from ckpt_browser.parts.scaler import scaler_from_state
 from ckpt_browser.parts.weights import weights_component
 from ckpt_browser.producers.base import Detection, Producer, Seen, with_other
 from ckpt_browser.readers.files import head_of, sniff
-from ckpt_browser.readers.regular import open_regular
+from ckpt_browser.readers.regular import read_small
 from ckpt_browser.standins import TensorRef
 
 META = "CKPT.yaml"  # checkpoints.py METAFNAME
@@ -86,15 +86,8 @@ def _roles(seen: Seen) -> Detection:
 
 def read_text(folder: str, name: str) -> str | None:
     try:
-        with open_regular(os.path.join(folder, name)) as f:
-            raw = f.read(TEXT_LIMIT + 1)
-    except OSError:
-        return None
-    if len(raw) > TEXT_LIMIT:
-        return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
+        return read_small(os.path.join(folder, name), TEXT_LIMIT).decode("utf-8")
+    except (OSError, UnicodeDecodeError):  # TooLarge is an OSError
         return None
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, INFO, WARNING, Problem
+from ckpt_browser.readers import dcp_fast
 from ckpt_browser.readers.pickle_safe import (
     DTYPE_GLOBALS,
     Unpickled,
@@ -146,7 +147,11 @@ def read_dcp(folder: str, rel: str) -> DcpCheckpoint:
     version, read_any = None, False
     unsafe: list[str] = []
     for meta in metas:
-        fast = _read_fast(os.path.join(folder, meta), where(meta))
+        data, failed = _metadata_bytes(os.path.join(folder, meta), where(meta))
+        if failed is not None:
+            problems.append(failed)
+            continue
+        fast = dcp_fast.read_fast(data, where(meta)) if dcp_fast.enabled(len(data)) else None
         if fast is not None:
             problems.extend(fast.problems)
             if not fast.repeated:
@@ -154,7 +159,7 @@ def read_dcp(folder: str, rel: str) -> DcpCheckpoint:
                 version = version or fast.version
                 merged.add(fast.entries)
             continue
-        got, size = _read_metadata(os.path.join(folder, meta), where(meta))
+        got, size = _unpickle_metadata(data, where(meta)), len(data)
         problems.extend(got.problems)
         unsafe.extend(u for u in got.unsafe if u not in unsafe)
         if got.ok and _repeated(got.obj, size, where(meta), problems):
@@ -185,8 +190,6 @@ def _no_metadata(where, names: list[str], per_rank: list[str]) -> Problem:
 def fast_child(name: str) -> None:
     """The child dcp_fast starts: the .metadata on stdin read by the C unpickler, then what
     read_dcp takes from it, as JSON on stdout; exit 1 on anything the safe path should see."""
-    from ckpt_browser.readers import dcp_fast
-
     data = dcp_fast.start_child()
     try:
         meta = dcp_fast.c_unpickle(data, DCP_GLOBALS)
@@ -201,25 +204,10 @@ def fast_child(name: str) -> None:
     dcp_fast.write_result(False, _version(meta), _entries(meta, name, problems), problems)
 
 
-def _read_fast(path: str, name: str):
-    """A big .metadata read by the C unpickler in a child (dcp_fast.py); None: read it here."""
-    from ckpt_browser.readers import dcp_fast
-
-    try:
-        with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            if not dcp_fast.enabled(size) or size > limits.LIMITS.dcp_metadata_bytes:
-                return None
-            data = f.read(size)
-    except OSError:
-        return None
-    return dcp_fast.read_fast(data, name) if len(data) == size else None
-
-
-def _read_metadata(path: str, name: str) -> tuple[Unpickled, int]:
-    """The unpickled metadata and the file's size in bytes."""
-    def fail(message: str) -> tuple[Unpickled, int]:
-        return Unpickled(problems=(Problem(ERROR, name, message),)), 0
+def _metadata_bytes(path: str, name: str) -> tuple[bytes, Problem | None]:
+    """The .metadata's bytes, read once (whichever unpickler reads them), or why not."""
+    def fail(message: str) -> tuple[bytes, Problem | None]:
+        return b"", Problem(ERROR, name, message)
     try:
         with open_regular(path) as f:
             size, most = os.fstat(f.fileno()).st_size, limits.LIMITS.dcp_metadata_bytes
@@ -231,13 +219,18 @@ def _read_metadata(path: str, name: str) -> tuple[Unpickled, int]:
         return fail(f"cannot read the file: {e.strerror or e}")
     if not data:
         return fail("empty .metadata (the save was interrupted?)")
+    return data, None
+
+
+def _unpickle_metadata(data: bytes, name: str) -> Unpickled:
+    """The metadata through the restricted unpickler."""
     got = unpickle(io.BytesIO(data), name, DCP_GLOBALS, storage_ids=None,
                    ops="dcp_metadata_ops")
     if got.ok and not _is(got.obj, "Metadata"):
         got.problems += (Problem(ERROR, name, f"not DCP metadata: the pickle holds "
                                  f"{short(got.obj)}"),)
         got.ok = False
-    return got, len(data)
+    return got
 
 
 # A chunk as torch writes it (a ChunkStorageMetadata of two torch.Size, and for a placed one a

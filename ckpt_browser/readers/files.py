@@ -14,7 +14,7 @@ import struct
 
 from ckpt_browser import limits
 from ckpt_browser.model import ERROR, WARNING, FileInfo, Problem, TensorInfo
-from ckpt_browser.readers.regular import missing_reason, open_regular
+from ckpt_browser.readers.regular import missing_reason, open_regular, read_small
 from ckpt_browser.readers.safetensors import read_header
 
 HEAD = 64
@@ -139,20 +139,11 @@ def _small_text(path: str, head: bytes, size: int) -> str | None:
     pointer), else None."""
     if size > MAX_TEXT:
         return None
-    raw = head
-    if size > len(head):
-        try:
-            with open_regular(path) as f:
-                raw = f.read(MAX_TEXT + 1)
-        except OSError:
-            return None
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
+        text = (head if size <= len(head) else read_small(path, MAX_TEXT)).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
-    if len(raw) > MAX_TEXT or not all(c.isprintable() or c in "\n\r\t" for c in text):
-        return None
-    return text
+    return text if all(c.isprintable() or c in "\n\r\t" for c in text) else None
 
 
 def pickle_info(path: str, name: str) -> FileInfo:

@@ -73,7 +73,7 @@ async def test_bad_states_readable_on_every_terminal(sample_app, monkeypatch, ki
         assert (app.theme == "ansi-dark") is (kind == "16 colours")
         for word in ("MISSING", "DAMAGED", "error(s)", "BROKEN"):
             assert readable(app, word) >= 4.5, word  # WCAG AA for normal text
-        for word in ("Filter", "Resume", "Problems"):  # the footer's keys and what they do
+        for word in ("Filter", "Resume", "Quit"):  # the footer's keys and what they do
             assert readable(app, word) >= 4.5, word
 
 

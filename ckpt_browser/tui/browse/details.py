@@ -132,6 +132,8 @@ class Details(VerticalScroll, can_focus=True):
         return self.query_one(ValuesPanel)
 
     def show(self, ref: Ref | None) -> None:
+        if ref is not self.ref:
+            self.scroll_home(animate=False)  # another node's facts start at their top
         self.ref = ref
         self.query_one("#details-body", Static).update(render(self.model, ref))
         self.values.show(self.model, ref)

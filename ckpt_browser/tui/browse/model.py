@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ckpt_browser import alarms
 from ckpt_browser.analysis.modules import ModuleNode, build_modules
@@ -21,6 +22,15 @@ from ckpt_browser.model import (
     natural_key,
 )
 from ckpt_browser.tui.common.filter import name_matcher
+
+
+class Matched(NamedTuple):
+    tensors: int
+    total: int  # tensors in the checkpoint
+    files: int  # files with a match
+    params: int
+    bytes: int
+    unread: int  # matches known only by name (the index's), not yet summed
 
 
 @dataclass(eq=False)  # one model per load, compared by identity (the load token)
@@ -209,13 +219,20 @@ class BrowseModel:
         walk(self.module_tree(pattern), ())  # dotted names nest a few levels: no deep recursion
         return paths
 
-    def match_counts(self) -> tuple[int, int, int]:
-        """(matching tensors, all tensors, files with a match) for the filter line."""
-        hits = total = files = 0
+    def match_counts(self) -> Matched:
+        """What the filter matched, summed, for the filter line."""
+        hits = total = files = params = nbytes = unread = 0
+        seen: set[str] = set()  # ZeRO-3 placeholders: every rank's file holds the same ones
         for name in self.layout.files:
             shard = self.shards.get(name)
-            n = len(self.tensors_of(name))
-            hits, files = hits + n, files + (n > 0)
+            items = self.tensors_of(name)
+            hits, files = hits + len(items), files + bool(items)
             total += len(shard.tensors) if shard and shard.tensors else \
                 len(self._index_names.get(name, []))
-        return hits, total, files
+            for t in items:
+                if isinstance(t, str):
+                    unread += 1  # a name from the index: its header is not read yet
+                elif not t.placeholder or t.name not in seen:
+                    seen.update((t.name,) if t.placeholder else ())
+                    params, nbytes = params + t.numel, nbytes + t.end - t.begin
+        return Matched(hits, total, files, params, nbytes, unread)

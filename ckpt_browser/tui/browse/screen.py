@@ -27,7 +27,7 @@ from ckpt_browser.tui.browse.messages import (
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.resume import READING, ResumeScreen
 from ckpt_browser.tui.browse.search import Search
-from ckpt_browser.tui.browse.summary import Summary
+from ckpt_browser.tui.browse.summary import Summary, matched_sums
 from ckpt_browser.tui.browse.table import TableView, TensorTable
 from ckpt_browser.tui.browse.timeline import TimelineScreen
 from ckpt_browser.tui.browse.tree import CheckpointTree
@@ -35,13 +35,24 @@ from ckpt_browser.tui.common.help import HelpScreen
 from ckpt_browser.tui.common.modals import PathPrompt
 from ckpt_browser.tui.common.problems import ProblemsScreen, notice
 from ckpt_browser.tui.common.workers import ForwardsWorkerErrors, current_load
-from ckpt_browser.tui.keys import BROWSE, bindings
+from ckpt_browser.tui.keys import BROWSE, gated_bindings
+
+# The footer's keys, by the focused pane: 80 columns hold these. The rest are under
+# "? All keys" and ctrl+p; from WIDE columns the footer adds the EXTRA ones.
+FOOTER = {
+    "tree": ("Filter", "Values", "Table", "View", "State", "Resume", "All keys", "Quit"),
+    "table": ("Filter", "Sort", "Values", "Tree", "Resume", "All keys", "Quit"),
+    "details": ("Filter", "Values", "Resume", "All keys", "Quit"),
+    "filter": ("Clear",),  # letters type into the filter there
+}
+WIDE, EXTRA = 120, ("Problems", "Quiz", "Diff")
 
 
 class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
     TITLE = "ckpt-browser"
     KEYS = BROWSE  # the footer, the palette and the help window come from it
-    BINDINGS = bindings(KEYS)
+    BINDINGS = gated_bindings(KEYS)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # -narrow: details below
 
     def __init__(self, layout: Layout, timeline: tuple[str, list] | None = None) -> None:
         super().__init__()
@@ -58,7 +69,7 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
             yield Details(self.model, id="details")
         yield Input(placeholder="filter names: substring or glob (Esc clears)", id="filter",
                     select_on_focus=False)  # typed-ahead text must not get selected and replaced
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one(Details).border_title = "details"
@@ -98,12 +109,34 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
         self._start()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """"Cancel values" is offered only while values are read. "Checkpoints" stays enabled
-        on a single checkpoint, so `c` answers that there is no folder instead of doing
-        nothing (a False here would swallow the key before action_timeline could say so)."""
+        """A footer entry shows where footer_labels says (elsewhere its key falls to its plain
+        binding). "Cancel values" is offered only while values are read. "Checkpoints" stays
+        enabled on a single checkpoint, so `c` answers that there is no folder instead of
+        doing nothing (a False here would swallow the key before action_timeline could)."""
+        if action == "footer":
+            return parameters[1] in self.footer_labels()
         if action == "cancel_values":
             return self.query_one(Details).values.running
         return True
+
+    async def action_footer(self, action: str, label: str) -> None:
+        await self.run_action(action)
+
+    def footer_labels(self) -> tuple[str, ...]:
+        """The keys the footer shows now: the focused pane's; with a filter, n and N."""
+        focused = self.focused
+        where = "filter" if isinstance(focused, Input) else \
+            "table" if focused is self.table else \
+            "details" if self.query_one(Details).has_focus_within else "tree"
+        labels = FOOTER[where]
+        if self.model.pattern and where != "filter":
+            labels = ("Filter", "Next", *(x for x in labels if x not in ("Filter", "State")))
+        if self.size.width >= WIDE:
+            labels += EXTRA + (("Checkpoints",) if self.timeline else ())
+        return labels
+
+    def on_resize(self) -> None:
+        self.refresh_bindings()  # a wider footer shows more keys
 
     def action_timeline(self, compare: bool = False) -> None:
         if not self.timeline:
@@ -292,6 +325,8 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
         self._keep = ()
         self.reload_table()
         self._summary.refresh_summary()
+        self._title_tree()
+        self.refresh_bindings()  # n and N join the footer
 
     @on(Input.Submitted, "#filter")
     def _filter_done(self) -> None:
@@ -316,8 +351,18 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
     def _set_mode(self, mode: str) -> None:
         tree = self._tree
         tree.mode = mode
-        tree.border_title = "training state" if mode == "state" else f"by {mode}"
+        self._title_tree()
         self._rebuild_tree()
+
+    def _title_tree(self) -> None:
+        """"by file", and with a filter what it matched, summed (tensors, params, bytes)."""
+        tree = self._tree
+        title = "training state" if tree.mode == "state" else f"by {tree.mode}"
+        if self.model.pattern and tree.mode != "state":
+            m = self.model.match_counts()
+            title += f" · {m.tensors:,} {'match' if m.tensors == 1 else 'matches'}: " \
+                f"{matched_sums(m)}"
+        tree.border_title = title
 
     def action_toggle_view(self) -> None:
         self._set_mode("module" if self._tree.mode == "file" else "file")
@@ -379,6 +424,7 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
         from ckpt_browser.quiz.progress import load_progress
         from ckpt_browser.tui.common.quiz import QuizScreen
 
+        self.app.clear_notifications()  # the browser's notices would cover the quiz's keys
         progress = load_progress()
         if progress.note:
             self.notify(progress.note, title="Quiz", severity="warning", timeout=8)

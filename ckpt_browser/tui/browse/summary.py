@@ -15,11 +15,12 @@ from ckpt_browser.report.words import (
     GOOD_STATUSES,
     VERDICT_STYLE,
     count,
+    plural,
     size,
     status_word,
     verdict_word,
 )
-from ckpt_browser.tui.browse.model import BrowseModel
+from ckpt_browser.tui.browse.model import BrowseModel, Matched
 
 
 def short_path(path: str, room: int) -> str:
@@ -110,13 +111,21 @@ def summary_text(model: BrowseModel, width: int = 80) -> Text:
                     "press p to list them\n", style=ALERT if errors else WARN)
     text.append(_state_line(model, width))
     if model.pattern:
-        hits, total, files = model.match_counts()
-        text.append(f"\nfilter {printable(model.pattern)!r}: {hits:,} of {total:,} tensors in "
-                    f"{files} files")
+        m = model.match_counts()
+        # their params and bytes are in the tree's and the table's titles (one line here)
+        text.append(f"\nfilter {printable(model.pattern)!r}: {m.tensors:,} of {m.total:,} tensors "
+                    f"in {plural(m.files, 'file')}")
         if model.match_at is not None and model.match_count:
             text.append(f" · match {model.match_at + 1:,}/{model.match_count:,} (n/N)",
                         style="bold")
     return text
+
+
+def matched_sums(m: Matched) -> str:
+    """"2.1B params, 4.0 GiB": what the filter matched, summed; names whose header is not read
+    yet are counted apart, not guessed."""
+    said = f"{count(m.params)} params, {size(m.bytes)}"
+    return f"{said} (+{m.unread:,} not read yet)" if m.unread else said
 
 
 class Summary(Static):

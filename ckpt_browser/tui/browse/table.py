@@ -19,6 +19,7 @@ from ckpt_browser.report.words import size
 from ckpt_browser.tui.browse.details import Details
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref
+from ckpt_browser.tui.browse.summary import matched_sums
 from ckpt_browser.tui.common.cells import cut_middle, fit_name
 from ckpt_browser.tui.common.vtable import Column, VTable
 from ckpt_browser.tui.common.workers import ForLoad, current_load
@@ -211,6 +212,8 @@ class TableView:
         n = len(table.rows)
         what = f"{n:,} tensors matching {printable(self.model.pattern)!r}" if self.model.pattern \
             else f"all {n:,} tensors"
+        if self.model.pattern and n:
+            what += f" ({matched_sums(self.model.match_counts())})"
         reading = "" if self.model.loaded else \
             f" · read {self.model.done}/{self.model.total} files, more when all are"
         table.border_title = f"{what} · sort: {SORT_WORDS[table.sort]} (s){reading}"

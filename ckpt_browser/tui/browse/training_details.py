@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -41,17 +39,46 @@ def kv(rows) -> Table:
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
-    for k, v in rows:
-        table.add_row(k, printable(str(v)))
+    for k, v in rows:  # Text, not str: a key or value "[red]" read from a file is not markup
+        table.add_row(Text(printable(str(k))), Text(printable(str(v))))
     return table
 
 
-def _facts(facts: dict) -> Text:
-    """Facts as indented JSON: readable without colour, copyable (a value JSON has no word
-    for is described, never shown as its repr)."""
-    lines = (json.dumps(facts, indent=1, default=lambda v: describe(v)[0]).splitlines()
-             if facts else [])
-    return Text("\n".join(printable(line) for line in lines))
+def _facts(facts: dict) -> Table:
+    """Facts as rows of key and value, nested keys indented under their heading: readable
+    without colour (a value with no plain word is described, never shown as its repr)."""
+    rows: list[tuple[str, str]] = []
+    _fact_rows(facts, 0, rows)
+    if len(rows) > MAX_FIELDS:
+        rows[MAX_FIELDS:] = [("…", f"{len(rows) - MAX_FIELDS:,} more rows")]
+    return kv(rows)
+
+
+def _fact_rows(value, depth: int, rows: list[tuple[str, str]]) -> None:
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, v in items:
+        if len(rows) > MAX_FIELDS:
+            return  # counted, not drawn: a 300,000-entry dict costs no more than this
+        name = "  " * depth + (str(key) if isinstance(value, dict) else f"[{key}]")
+        if isinstance(v, (dict, list, tuple)) and not _flat(v):
+            rows.append((name, "" if v else describe(v)[0]))
+            _fact_rows(v, depth + 1, rows)
+        else:
+            rows.append((name, _fact(v)))
+
+
+def _flat(v) -> bool:
+    """A short list of plain values, shown on one line: betas 0.9, 0.999."""
+    return isinstance(v, (list, tuple)) and len(v) <= 8 and \
+        all(x is None or isinstance(x, (bool, int, float, str)) for x in v)
+
+
+def _fact(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(_fact, v)) or "(none)"
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return str(v)
+    return describe(v)[0]
 
 
 def state_details(ref: Ref):

@@ -17,7 +17,7 @@ from ckpt_browser.model import COMPONENTS, TrainingState, natural_key
 from ckpt_browser.parts.mapping import main_shape
 from ckpt_browser.readers.pickle_safe import ITEMSIZE
 from ckpt_browser.report.styles import ALERT
-from ckpt_browser.report.words import STATUS_STYLE, size, status_word
+from ckpt_browser.report.words import STATUS_STYLE, plural, size, status_word
 from ckpt_browser.standins import (
     DcpCheckpoint,
     DcpEntry,
@@ -114,9 +114,10 @@ def file_items(training: TrainingState, ref: Ref) -> list[Item]:
         if said:  # "! UNSAFE", "! DAMAGED" or both
             label = Text.assemble((f"! {', '.join(said)} ", ALERT), label)
         if isinstance(f, PickleFile):
-            label.append(f"  {f.kind}, {len(f.tensors)} tensors", style="dim")
+            label.append(f"  {f.kind}, {plural(len(f.tensors), 'tensor')}", style="dim")
         elif isinstance(f, DcpCheckpoint):
-            label.append(f"  DCP, {len(f.entries)} keys, {len(f.files)} rank files", style="dim")
+            label.append(f"  DCP, {plural(len(f.entries), 'key')}, "
+                         f"{plural(len(f.files), 'rank file')}", style="dim")
         items.append(Item(label, Ref("file", file=f, component=ref.component),
                           isinstance(f, (PickleFile, DcpCheckpoint))))
     return items

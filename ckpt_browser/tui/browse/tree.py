@@ -64,10 +64,28 @@ class CheckpointTree(Tree[Ref]):
         self.guide_depth = 2
         self._shard_nodes: dict = {}
         self._widths: dict[int, tuple[int, int, int, int]] = {}  # parent node id -> column widths
+        self._mixed: dict[int, bool] = {}  # parent node id -> has children that expand and not
         self._heading = None  # the node a move after the next layout goes to (heading_to)
 
     # -- tensor rows as columns ------------------------------------------------------------
     def render_label(self, node, base_style, style):
+        text = self._render_label(node, base_style, style)
+        if self._indent(node):
+            return Text.assemble("  ", text)  # in line with its siblings' names after "▶ "
+        return text
+
+    def _indent(self, node) -> int:
+        """2 for a row that cannot expand among siblings that can (their names start after
+        "▶ "), else 0; found once per parent."""
+        if node.allow_expand or node.parent is None:
+            return 0
+        key = node.parent._id
+        mixed = self._mixed.get(key)
+        if mixed is None:
+            mixed = self._mixed[key] = any(c.allow_expand for c in node.parent.children)
+        return 2 if mixed else 0
+
+    def _render_label(self, node, base_style, style):
         ref = node.data
         if ref is not None and ref.kind in ("shard", "module"):
             return self._fit_label(node, ref, super().render_label(node, base_style, style),
@@ -118,7 +136,7 @@ class CheckpointTree(Tree[Ref]):
         while parent is not None and parent is not self.root:
             depth, parent = depth + 1, parent.parent
         gutter = self.styles.scrollbar_size_vertical
-        return max(self.size.width - gutter - depth * self.guide_depth, 20)
+        return max(self.size.width - gutter - depth * self.guide_depth - self._indent(node), 20)
 
     def _sibling_widths(self, node, short: bool) -> tuple[int, int, int, int]:
         """Columns line up among a node's tensors; measured once per parent."""
@@ -135,7 +153,7 @@ class CheckpointTree(Tree[Ref]):
     def rebuild(self) -> None:
         self.clear()
         self._shard_nodes = {}
-        self._widths = {}
+        self._widths, self._mixed = {}, {}
         if self.mode == "file":
             for name in self.model.layout.files:
                 if not self.model.pattern or self.model.tensors_of(name):
@@ -174,9 +192,11 @@ class CheckpointTree(Tree[Ref]):
             shard = self.model.shards.get(name)
             if shard is not None and not shard.tensors and not self.model.tensors_of(name):
                 node.allow_expand = False
+                self._mixed.pop(self.root._id, None)
             if node.is_expanded:
                 node.remove_children()
                 self._widths.pop(node._id, None)
+                self._mixed.pop(node._id, None)
                 self._fill(node)
 
     def open_a_lone_file(self) -> None:

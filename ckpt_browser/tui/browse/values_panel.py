@@ -216,6 +216,8 @@ class ValuesPanel(ForwardsWorkerErrors, Vertical):
         note = session.notes.get(key) if session and key else None
         self.set_class(self.running, "-running")
         self.set_class(stats is not None, "-result")
+        # below 100 columns the details pane, under the tree, grows while it shows values
+        self.screen.set_class(self.running or stats is not None, "-values")
         if stats is not None:
             self.query_one("#values-result", Static).update(render_stats(stats))
         if self.running:

@@ -74,6 +74,11 @@ BROWSE: tuple[Key, ...] = (
         "typed as a path", "compare", palette="Compare with another checkpoint"),
     Key("y", "copy the highlighted name (tensor, module path or file) to the clipboard; "
         "works over SSH in terminals that accept OSC 52", "copy_name", palette="Copy name"),
+    Key("!", "check every weight tensor's values for NaN and Inf, as `stats --check` does: "
+        "read one tensor at a time in the background, a line above the footer counts tensors "
+        "and bytes; Esc cancels (what was found stays); each tensor found is a problem (`p`), "
+        "and `v` adds the ones it finds", "check_values", palette="Check values for NaN / Inf",
+        bind="exclamation_mark"),
     Key("tab", "move focus between the tree and the details"),
     Key("ctrl+p", "command palette: every action by name"),
 )

@@ -119,6 +119,14 @@ async def test_check_finds_exactly_the_planted_tensors(tmp_path, monkeypatch):
         listed = problems_text(app)
         assert "a.safetensors: values of a.nan" in listed
         assert "b.safetensors: values of b.inf" in listed
+        await pilot.press("escape")
+
+        await highlight(pilot, "a.nan")  # v on a tensor the check found: said once
+        await pilot.press("v")
+        await loaded(app, pilot)
+        assert "NOT FINITE: 3 NaN" in values_text(app)
+        assert len(app.screen.model.problems) == 2
+        assert not any("press p to list problems" in n for n in notes(app))
 
 
 async def test_check_on_a_clean_checkpoint(tmp_path, monkeypatch):

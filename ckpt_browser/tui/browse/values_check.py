@@ -209,13 +209,14 @@ class ValuesCheck:
 
     @current_load
     def on_values_found(self, message: ValuesFound) -> None:
-        """`v` found NaN or Inf in one tensor."""
-        self._record([(message.file, message.name, message.wrong)])
-        self.notify(printable(f"{message.name}: {', '.join(message.wrong)}: press p to list "
-                              "problems"), title="Values", severity="warning", timeout=8)
+        """`v` found NaN or Inf in one tensor (said once: the check may have found it)."""
+        if self._record([(message.file, message.name, message.wrong)]):
+            self.notify(printable(f"{message.name}: {', '.join(message.wrong)}: press p to list "
+                                  "problems"), title="Values", severity="warning", timeout=8)
 
-    def _record(self, found: list[tuple[str, str, list[str]]]) -> None:
-        """Make findings problems of their files, and show them wherever problems show."""
+    def _record(self, found: list[tuple[str, str, list[str]]]) -> list[str]:
+        """Make findings problems of their files, and show them wherever problems show;
+        the files of those that were new."""
         files = [file for file, name, wrong in found
                  if self.model.found_in_values(file, name, wrong)]
         if files:
@@ -223,6 +224,7 @@ class ValuesCheck:
             self._summary.refresh_summary()
             self._refresh_details()
             self._refresh_problems()
+        return files
 
     def _show_check(self) -> None:
         bars = self.query(CheckBar)

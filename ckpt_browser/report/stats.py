@@ -117,3 +117,23 @@ def check_summary(checked: int, found: dict[str, list[str]], constant: bool) -> 
     parts += [f"{inf:,} with Inf"] if inf else []
     parts += [f"{rest:,} all zeros or constant"] if rest else []
     return f"checked {checked:,} tensor(s): {len(found):,} suspect ({', '.join(parts)})"
+
+
+def values_verdict(s) -> tuple[str, str] | None:
+    """The values pane's first line when a tensor's values are suspect: ("alarm", ...) for
+    NaN or Inf, ("note", ...) for all zeros or one value throughout, None when neither. The
+    counts are `unsound`'s words, as `stats --check` prints them."""
+    from ckpt_browser.values.stats import unsound
+
+    wrong = unsound(s, constant=True)
+    if not wrong:
+        return None
+    said = f"{', '.join(wrong)} in {s.numel:,} values"
+    if s.nan:
+        return "alarm", (f"NOT FINITE: {said}. A model using this tensor computes NaN: the run "
+                         "diverged, or the bytes were damaged or never written.")
+    if s.inf:
+        return "alarm", (f"NOT FINITE: {said}. In a weight this is an overflow (a diverged run, "
+                         "or a cast to a narrower dtype); a mask may hold -inf on purpose.")
+    return "note", (f"Note: {s.numel:,} values, {wrong[0]}: a tensor that never trained or was "
+                    "reset, unless it is meant to be (a bias or a norm's scale before training).")

@@ -54,8 +54,8 @@ BROWSE: tuple[Key, ...] = (
         "cycle_sort", "Sort", "Sort the tensor table"),
     Key("v", "values of the highlighted tensor (in any view, optimizer state and DCP keys "
         "included): min, max, mean, std, abs-max, NaN, Inf, zeros, a histogram and the first "
-        "values, read in the background with a progress bar; Esc cancels. Only `v` reads "
-        "tensor bytes", "values", "Values", "Values"),
+        "values, read in the background with a progress bar; Esc cancels. Only `v` and `!` "
+        "read tensor bytes", "values", "Values", "Values"),
     Key("l", "every tensor in one table instead of the tree: name, dtype, shape, size, file "
         "(the details below it); `/` filters it too; `l` again: back to the tree",
         "toggle_table", "Table", "Tensor table"),
@@ -80,6 +80,11 @@ BROWSE: tuple[Key, ...] = (
         "typed as a path", "compare", "Diff", "Compare with another checkpoint"),
     Key("y", "copy the highlighted name (tensor, module path or file) to the clipboard; "
         "works over SSH in terminals that accept OSC 52", "copy_name", palette="Copy name"),
+    Key("!", "check every weight tensor's values for NaN and Inf, as `stats --check` does: "
+        "read one tensor at a time in the background, a line above the footer counts tensors "
+        "and bytes; Esc cancels (what was found stays); each tensor found is a problem (`p`), "
+        "and `v` adds the ones it finds", "check_values", palette="Check values for NaN / Inf",
+        bind="exclamation_mark"),
     Key("?", "every key (this window)", "help", "All keys", "Help: keys",
         bind="question_mark"),
     Key("q", "quit", "app.quit", "Quit"),

@@ -46,3 +46,12 @@ class TrainingRead(ForLoad):
 
     training: TrainingState
     resume: ResumeReport | None
+
+
+@dataclass
+class ValuesFound(ForLoad):
+    """`v` found NaN or Inf in a tensor's values (its file, its name, unsound's words)."""
+
+    file: str
+    name: str
+    wrong: list[str]

@@ -15,6 +15,7 @@ from ckpt_browser.model import (
     Checkpoint,
     FileInfo,
     Layout,
+    Problem,
     ResumeReport,
     TensorInfo,
     Totals,
@@ -46,6 +47,8 @@ class BrowseModel:
     errors_told: int = 0  # errors the last "press p" notice counted
     match_at: int | None = None  # which of the filter's matches n / N last went to
     match_count: int = 0  # of how many, in the view on screen
+    # NaN / Inf found by reading values (`v`, the values check): (file, tensor) -> problem
+    values_found: dict[tuple[str, str], Problem] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         # @work describes each worker by repr(args): the dataclass repr of 92,000 tensors
@@ -88,7 +91,8 @@ class BrowseModel:
     def _memo(self, what: str, make):
         """make() once per state of the load (files read, checkpoint, training): each batch
         redraws every file's state and the summary, so 10,000 files were quadratic."""
-        state = (len(self.shards), id(self.checkpoint), id(self.training))
+        state = (len(self.shards), id(self.checkpoint), id(self.training),
+                 len(self.values_found))
         got = self._memos.get(what)
         if got is None or got[0] != state:
             got = self._memos[what] = (state, make())
@@ -98,8 +102,18 @@ class BrowseModel:
     def problems(self):
         return self._memo("problems", self._problems)
 
+    def found_in_values(self, file: str, name: str, wrong: list[str]) -> bool:
+        """Record that reading a tensor's values found `wrong` ("3 NaN"); True when new.
+        A warning, not an error: the file is whole, its values are suspect."""
+        if not wrong or (file, name) in self.values_found:
+            return False
+        self.values_found[(file, name)] = Problem(
+            "warning", file, f"values of {name}: {', '.join(wrong)} (found by reading them)")
+        return True
+
     def _problems(self):
-        extra = self.training.problems if self.training is not None else ()
+        extra = tuple(self.training.problems) if self.training is not None else ()
+        extra += tuple(self.values_found.values())
         if self.checkpoint is not None:
             return tuple(dict.fromkeys(self.checkpoint.problems + tuple(extra)))
         found = list(self.layout.problems)

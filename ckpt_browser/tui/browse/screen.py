@@ -31,6 +31,7 @@ from ckpt_browser.tui.browse.summary import Summary, matched_sums
 from ckpt_browser.tui.browse.table import TableView, TensorTable
 from ckpt_browser.tui.browse.timeline import TimelineScreen
 from ckpt_browser.tui.browse.tree import CheckpointTree
+from ckpt_browser.tui.browse.values_check import CheckBar, ValuesCheck
 from ckpt_browser.tui.common.help import HelpScreen
 from ckpt_browser.tui.common.modals import PathPrompt
 from ckpt_browser.tui.common.problems import ProblemsScreen, notice
@@ -48,7 +49,7 @@ FOOTER = {
 WIDE, EXTRA = 120, ("Problems", "Quiz", "Diff")
 
 
-class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
+class BrowseScreen(Search, TableView, ValuesCheck, ForwardsWorkerErrors, Screen):
     TITLE = "ckpt-browser"
     KEYS = BROWSE  # the footer, the palette and the help window come from it
     BINDINGS = gated_bindings(KEYS)
@@ -67,6 +68,7 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
             yield CheckpointTree(self.model, id="tree")
             yield TensorTable(id="table")  # l: instead of the tree, the details below it
             yield Details(self.model, id="details")
+        yield CheckBar(id="check-bar")  # `!`: how far checking every tensor's values is
         yield Input(placeholder="filter names: substring or glob (Esc clears)", id="filter",
                     select_on_focus=False)  # typed-ahead text must not get selected and replaced
         yield Footer(compact=True)
@@ -102,6 +104,7 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
             return
         self._cancel.set()
         self._cancel = threading.Event()
+        self.cancel_check()
         self.model = BrowseModel(layout)
         for widget in (self._tree, self._summary, self.query_one(Details)):
             widget.model = self.model
@@ -174,6 +177,7 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
 
     def on_unmount(self) -> None:
         self._cancel.set()
+        self.cancel_check()
 
     @property
     def _tree(self) -> CheckpointTree:
@@ -333,8 +337,9 @@ class BrowseScreen(Search, TableView, ForwardsWorkerErrors, Screen):
         self.main_pane.focus()
 
     def action_cancel_or_clear(self) -> None:
-        """Esc: stop a running values read first; otherwise clear the filter."""
-        if not self.query_one(Details).values.cancel():
+        """Esc: stop a running values read first, then the values check; otherwise clear the
+        filter."""
+        if not self.query_one(Details).values.cancel() and not self.cancel_check():
             self.action_clear_filter()
 
     def action_clear_filter(self) -> None:

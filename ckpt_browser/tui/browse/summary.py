@@ -107,8 +107,10 @@ def summary_text(model: BrowseModel, width: int = 80) -> Text:
     warnings = sum(p.severity == "warning" for p in model.problems)
     if errors or warnings:  # before the state line: the summary may be cut at 6 lines
         said = alarms.phrase(model.problems)
-        text.append(f"{said + ': ' if said else ''}{errors} error(s), {warnings} warning(s): "
-                    "press p to list them\n", style=ALERT if errors else WARN)
+        found = len(model.values_found)  # not the headers': found by reading values
+        values = f" ({found} from reading values)" if found else ""
+        text.append(f"{said + ': ' if said else ''}{errors} error(s), {warnings} warning(s)"
+                    f"{values}: press p to list them\n", style=ALERT if errors else WARN)
     text.append(_state_line(model, width))
     if model.pattern:
         m = model.match_counts()

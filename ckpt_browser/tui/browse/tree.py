@@ -181,6 +181,14 @@ class CheckpointTree(Tree[Ref]):
         return shard_label(name, self.model.shard_state(name), len(shard.tensors), nbytes,
                            shown, shard.format, width, tail)
 
+    def relabel(self, names) -> None:
+        """Say a file's new state (values found suspect) without refilling it: the cursor
+        may be on one of its tensors."""
+        for name in names:
+            node = self._shard_nodes.get(name)
+            if node is not None:
+                node.set_label(self._shard_text(name))
+
     def refresh_shards(self, names) -> None:
         """New files were read: relabel them and refill them if open; a file that holds no
         tensors (JSON, a text file) has nothing to open."""

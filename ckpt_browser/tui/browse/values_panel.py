@@ -16,6 +16,7 @@ from textual.worker import Worker
 
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import count
+from ckpt_browser.tui.browse.messages import ValuesFound
 from ckpt_browser.tui.browse.model import BrowseModel
 from ckpt_browser.tui.browse.refs import Ref
 from ckpt_browser.tui.browse.values_render import render_stats
@@ -183,8 +184,14 @@ class ValuesPanel(ForwardsWorkerErrors, Vertical):
     @on(Done)
     @current_load
     def _done(self, message: Done) -> None:
-        self.session.results[message.load.key] = message.stats
+        from ckpt_browser.values.stats import unsound
+
+        key = message.load.key
+        self.session.results[key] = message.stats
         self._end(message.load)
+        wrong = unsound(message.stats)
+        if wrong:  # the screen makes it a problem of the tensor's file
+            self.post_message(ValuesFound(self.session.model, key[1], key[2], wrong))
 
     @on(Cancelled)
     @current_load

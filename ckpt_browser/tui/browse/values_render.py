@@ -12,6 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ckpt_browser.escape import printable
+from ckpt_browser.report.stats import values_verdict
+from ckpt_browser.report.styles import ALERT, WARN
 from ckpt_browser.report.words import full_number, size
 
 HIST_ROWS = 3  # lines of the histogram: 24 heights per bar
@@ -100,6 +102,10 @@ def render_stats(stats, title: str = "values") -> Group:
     preview = Text.assemble((f"first {len(stats.preview)}:", "bold"), " ",
                             printable(", ".join(map(_short, stats.preview)) or "-"))
     parts = [Text(title, style="bold underline"), table, preview]
+    verdict = values_verdict(stats)
+    if verdict is not None:  # first, in words: NaN is more than a count in the table
+        level, line = verdict
+        parts.insert(1, Text(printable(line), style=ALERT if level == "alarm" else WARN))
     if stats.note:
         parts.append(Text(printable(stats.note)))
     if stats.hist and stats.hist_range:

@@ -10,8 +10,8 @@ from ckpt_browser.tui.keys import BROWSE, Key
 
 class HelpScreen(TextModal):
     def __init__(self, keys: tuple[Key, ...] = BROWSE, title: str = "ckpt-browser keys",
-                 note: str = "Only v reads tensor bytes (one tensor, in blocks). Nothing here "
-                             "runs code from the checkpoint.",
+                 note: str = "Only v and ! read tensor bytes (one tensor at a time, in "
+                             "blocks). Nothing here runs code from the checkpoint.",
                  extra: tuple[RenderableType, ...] = ()) -> None:
         super().__init__("", Group(keys_table(title, keys), *extra), closes=("question_mark",),
                          note=note, box_id="help-box")

@@ -182,3 +182,22 @@ def test_expert_rows_at_80x24_keep_the_layer_and_the_expert(terminal, moe_checkp
     terminal.wait_for("filter '", present=False)
     terminal.type("q")
     assert terminal.exit_code() == 0
+
+
+@pytest.mark.parametrize("how", ["one burst", "enter and n in a burst"])
+def test_keys_typed_ahead_of_the_filters_enter_walk_the_matches(terminal, how):
+    """Keys that arrive together (a paste, a slow SSH link): "/proj", Enter, "n", "n" made
+    the filter "projnn" (each key was queued at the filter before its Enter ran)."""
+    terminal.start(["tiny-llama-run/checkpoint-6"], cwd=SAMPLES)
+    terminal.wait_for("all state ok")
+    if how == "one burst":
+        terminal.keys("/", "p", "r", "o", "j", "Enter", "n", "n")
+    else:
+        terminal.keys("/")
+        terminal.type("proj")
+        terminal.wait_for("filter 'proj'")
+        terminal.keys("Enter", "n", "n")
+    terminal.wait_for("match 3/14")
+    assert "filter 'proj':" in terminal.screen()
+    terminal.keys("q")
+    assert terminal.exit_code() == 0

@@ -32,6 +32,7 @@ from ckpt_browser.tui.browse.table import TableView, TensorTable
 from ckpt_browser.tui.browse.timeline import TimelineScreen
 from ckpt_browser.tui.browse.tree import CheckpointTree
 from ckpt_browser.tui.browse.values_check import CheckBar, ValuesCheck
+from ckpt_browser.tui.common.filter_input import FilterInput
 from ckpt_browser.tui.common.help import HelpScreen
 from ckpt_browser.tui.common.modals import PathPrompt
 from ckpt_browser.tui.common.problems import ProblemsScreen, notice
@@ -61,6 +62,7 @@ class BrowseScreen(Search, TableView, ValuesCheck, ForwardsWorkerErrors, Screen)
         self.timeline = timeline  # (folder, entries) when opened on a folder of checkpoints
         self._cancel = threading.Event()
         self._keep: tuple[str, ...] = ()  # where the cursor was when Esc cleared the filter
+        self.queued_steps: list[int] = []  # n / N typed before the filter's matches were in
 
     def compose(self) -> ComposeResult:
         yield Summary(self.model, id="summary")
@@ -69,8 +71,7 @@ class BrowseScreen(Search, TableView, ValuesCheck, ForwardsWorkerErrors, Screen)
             yield TensorTable(id="table")  # l: instead of the tree, the details below it
             yield Details(self.model, id="details")
         yield CheckBar(id="check-bar")  # `!`: how far checking every tensor's values is
-        yield Input(placeholder="filter names: substring or glob (Esc clears)", id="filter",
-                    select_on_focus=False)  # typed-ahead text must not get selected and replaced
+        yield FilterInput(lambda: self.main_pane, id="filter")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -331,10 +332,8 @@ class BrowseScreen(Search, TableView, ValuesCheck, ForwardsWorkerErrors, Screen)
         self._summary.refresh_summary()
         self._title_tree()
         self.refresh_bindings()  # n and N join the footer
+        self.walk_queued()
 
-    @on(Input.Submitted, "#filter")
-    def _filter_done(self) -> None:
-        self.main_pane.focus()
 
     def action_cancel_or_clear(self) -> None:
         """Esc: stop a running values read first, then the values check; otherwise clear the
@@ -345,6 +344,7 @@ class BrowseScreen(Search, TableView, ValuesCheck, ForwardsWorkerErrors, Screen)
     def action_clear_filter(self) -> None:
         field = self.query_one("#filter", Input)
         self.screen.remove_class("-filtering")
+        self.queued_steps = []  # an n typed ahead of this Esc walked a filter now gone
         if field.value:
             node = self._tree.cursor_node
             self._keep = self._tree.path_of(node) if node is not None else ()

@@ -25,6 +25,10 @@ class Search:
     def action_next_match(self, step: int = 1) -> None:
         """n / N: the next or previous tensor that matches the filter, wrapping around."""
         model, tree = self.model, self._tree
+        if self.query_one("#filter").value != model.pattern:
+            # typed ahead of the filter ("/proj", Enter, "n"): walk once its matches are in
+            self.queued_steps.append(step)
+            return
         if not model.pattern:
             self.notify("No filter: press / and type a name first.", timeout=4)
             return
@@ -44,6 +48,12 @@ class Search:
         model.match_at, model.match_count = (at + step) % len(paths), len(paths)
         tree.reveal_path(paths[model.match_at])
         self._summary.refresh_summary()
+
+    def walk_queued(self) -> None:
+        """The n and N typed before the filter's matches were in (_filter_ready)."""
+        steps, self.queued_steps = self.queued_steps, []
+        for step in steps:
+            self.action_next_match(step)
 
     def action_previous_match(self) -> None:
         self.action_next_match(-1)

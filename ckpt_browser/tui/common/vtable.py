@@ -57,14 +57,17 @@ def line(columns: Sequence[Column], cells: Sequence[str], sizes: Sequence[int],
 
 
 def type_ahead(widget: Widget, event: events.Key, slash_action: str | None) -> None:
-    """Keys typed in one burst ("/q_proj") are all queued at `widget` before the screen's "/"
-    binding runs, so "q" would quit: open the filter here (the screen's `slash_action`), in
-    order, and hand the keys behind "/" to it."""
+    """Keys typed in one burst ("/q_proj", Enter, "n") are all queued at `widget` before the
+    screen's "/" binding runs, so "q" would quit: open the filter here (the screen's
+    `slash_action`), in order, hand it the keys behind "/", and take the focus back at Enter,
+    so the keys after it are this widget's again (they made the filter "q_projn")."""
     focused = widget.screen.focused
     if focused is widget and event.key == "slash" and slash_action:
         getattr(widget.screen, f"action_{slash_action}")()
     elif isinstance(focused, Input) and event.is_printable:
         focused.insert_text_at_cursor(event.character or "")
+    elif isinstance(focused, Input) and event.key == "enter":
+        widget.screen.set_focus(widget)  # what the filter's own Enter does on both screens
     else:
         return
     event.stop()

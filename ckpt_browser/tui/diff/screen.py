@@ -20,6 +20,7 @@ from textual.widgets import Footer, Input, Label, ProgressBar
 from textual.worker import Worker
 
 from ckpt_browser.escape import printable
+from ckpt_browser.tui.common.filter_input import FilterInput
 from ckpt_browser.tui.common.workers import ForwardsWorkerErrors
 from ckpt_browser.tui.diff import rows as diff_rows
 from ckpt_browser.tui.diff.jobs import CompareJob, load_diff, pending, restate
@@ -63,8 +64,7 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
             yield Label("", id="compare-label")
             yield ProgressBar(show_eta=False, id="compare-progress")
         yield DiffDetails(id="diff-details")
-        yield Input(placeholder="filter names: substring or glob (Esc clears)", id="diff-filter",
-                    select_on_focus=False)
+        yield FilterInput(lambda: self._table, id="diff-filter")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -186,9 +186,6 @@ class DiffScreen(ForwardsWorkerErrors, Screen):
         self.pattern = event.value
         self._refresh_view(keep=True)
 
-    @on(Input.Submitted, "#diff-filter")
-    def _names_done(self) -> None:
-        self._table.focus()
 
     def action_clear_filter(self) -> None:
         """Esc: the filter goes, the cursor stays on the row it was on."""

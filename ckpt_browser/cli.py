@@ -13,6 +13,7 @@ import sys
 from ckpt_browser import __version__, limits
 from ckpt_browser.commands.check import cmd_check
 from ckpt_browser.commands.diff import cmd_browse, cmd_diff
+from ckpt_browser.commands.export import cmd_export
 from ckpt_browser.commands.inspect import cmd_inspect
 from ckpt_browser.commands.quiz import cmd_quiz
 from ckpt_browser.commands.stats import cmd_stats
@@ -63,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
                          "std, NaN, Inf, zeros, histogram), reading one tensor at a time"))
     _diff_args(_command(sub, "diff", cmd_diff, "compare two checkpoints: names, shapes, dtypes, "
                         "training state and (--values) values, one tensor at a time"))
+    _export_args(_command(sub, "export", cmd_export, "write a checkpoint's weights as "
+                          "safetensors (the layout transformers loads), without running it"))
     _browse_args(_command(sub, "browse", cmd_browse, "open PATH in the terminal UI (the default "
                           "command); with two paths, open their diff"))
     p.commands = sub.choices  # the subcommands by name; for errors in a subcommand's own words
@@ -169,6 +172,34 @@ def _diff_args(p: argparse.ArgumentParser) -> None:
                    help="skip names matching GLOB (repeatable)")
     p.add_argument("--weights-only", action="store_true",
                    help="compare the weights only, not optimizer or other training state")
+    _remote_options(p)
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="SRC", help=PATH_HELP)
+    p.add_argument("out", metavar="OUT", help="a new or empty folder (not inside SRC): "
+                   "model.safetensors, or model-0000i-of-0000n.safetensors and its index")
+    p.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), help="cast floating-point "
+                   "weights (integers and FP8 stay as stored); default: as stored")
+    p.add_argument("--max-shard-size", metavar="N", type=_byte_count, default=5 * 2**30,
+                   help="start a new file past N bytes (K, M, G: 2G; default 5G)")
+    p.add_argument("--include", metavar="GLOB", action="append", default=[],
+                   help="export only names matching GLOB (repeatable; names as written)")
+    p.add_argument("--exclude", metavar="GLOB", action="append", default=[],
+                   help="leave out names matching GLOB (repeatable)")
+    p.add_argument("--strip-prefix", metavar="P", default="",
+                   help="remove this prefix from the names (e.g. model.)")
+    p.add_argument("--ema", action="store_true", help="the EMA copy of the weights, not the "
+                   "model's")
+    p.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
+                   "which one (default the newest)")
+    p.add_argument("--no-config", action="store_true", help="do not copy the checkpoint "
+                   "folder's config.json, generation_config.json and tokenizer files beside "
+                   "the weights")
+    p.add_argument("--partial", action="store_true", help="a damaged or unsafe source: write "
+                   "the weights that can be read, list the rest, exit 5")
+    p.add_argument("--json", action="store_true", help="print JSON: files, counts, tied and "
+                   "left-out names")
     _remote_options(p)
 
 

@@ -52,6 +52,8 @@ class ExitCode(IntEnum):
     DAMAGED = 5, ("the checkpoint is damaged or unsafe: at least one error-level problem (stats: "
                   "some tensor's values could not be read); check: the verdict is broken")
     FOUND = 6, "stats --check: some tensor holds NaN or Inf (--check-constant: or is constant)"
+    WRITE_FAILED = 7, ("export: OUT could not be written (disk full, no permission, a file "
+                       "that read back wrong); nothing is left in OUT")
     # EX_SOFTWARE of sysexits.h: never a code a command also gives for its input
     BUG = 70, ("a bug in ckpt-browser (one line on stderr; CKPT_BROWSER_DEBUG=1 shows the "
                "traceback), in every command")
@@ -104,6 +106,13 @@ RETURNS: dict[str, Returns] = {
                      (ExitCode.TROUBLE, "trouble (a path not readable, values that could not "
                       "be read or that the values budget left unread)"), _BUG),
                     like="diff(1)"),
+    "export": Returns(((ExitCode.OK, "every weight written and read back"),
+                       (ExitCode.USAGE, "usage error, nothing readable at PATH, OUT not a new "
+                        "or empty folder, or OUT inside the checkpoint folder"),
+                       (ExitCode.DAMAGED, "the source is damaged or unsafe: nothing written "
+                        "(--partial: the readable weights written, the rest listed)"),
+                       (ExitCode.WRITE_FAILED, "OUT could not be written; nothing left there"),
+                       _BUG)),
     "browse": Returns(((ExitCode.OK, "after quitting"),
                        (ExitCode.USAGE, "usage error or nothing readable at PATH (said before "
                         "the screen is taken)"), _BUG)),

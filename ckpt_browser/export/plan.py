@@ -1,0 +1,198 @@
+"""What `export` writes: every weight of a checkpoint, named as the model's state_dict names it,
+each with where its bytes are. Nothing here reads tensor bytes.
+
+The names come from the same recognition as everything else (parts.tag): a Lightning
+`state_dict.`, a training dict's `model.`, a pickled module's records and the wrappers
+`module.` and `_orig_mod.` are taken off. A DeepSpeed ZeRO checkpoint gives its fp32 master
+weights, rebuilt from the optimizer's partitions (export.zero).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field, replace
+
+from ckpt_browser import alarms
+from ckpt_browser.errors import UsageError
+from ckpt_browser.export.item import Item
+from ckpt_browser.model import Checkpoint, FileInfo, Problem
+from ckpt_browser.parts.tag import named_weights, part_weights
+from ckpt_browser.values.locate import TensorLoc, all_locs
+
+FLOATS = {"F64", "F32", "F16", "BF16"}  # what --dtype casts; integers and FP8 stay as stored
+DTYPES = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+
+
+@dataclass
+class Options:
+    dtype: str | None = None  # "F32" ...: cast floating weights to it
+    include: list[str] = field(default_factory=list)  # globs of output names
+    exclude: list[str] = field(default_factory=list)
+    strip_prefix: str = ""
+    ema: bool = False  # the EMA copy instead of the model
+
+
+@dataclass
+class Plan:
+    items: list[Item]
+    left_out: list[tuple[str, str]]  # (name, why): what could not be read
+    notes: list[str]  # tied tensors, duplicates, where the weights came from
+    problems: list[Problem]  # the source's error-level problems (damaged, unsafe)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(out_bytes(i) for i in self.items if i.same_as is None)
+
+
+def out_bytes(item: Item) -> int:
+    from ckpt_browser.readers.pickle_safe import ITEMSIZE
+
+    n = 1
+    for d in item.shape:
+        n *= d
+    return n * ITEMSIZE.get(item.dtype, 1)
+
+
+def plan(ckpt: Checkpoint, opts: Options, where: str) -> Plan:
+    """The export of `ckpt`; `where` names it in messages. UsageError when nothing is left."""
+    notes: list[str] = []
+    items = _zero(ckpt, notes) if not opts.ema else None
+    if items is None:
+        items = _weights(ckpt, opts, notes)
+    items = _select(items, opts, where)
+    items = _tie(items, notes)
+    if opts.dtype:
+        items = [replace(i, dtype=opts.dtype) if i.loc.dtype in FLOATS else i for i in items]
+    items = [_short(i) for i in items]
+    left = [(i.name, i.loc.problem) for i in items if i.loc.problem]
+    left += _unread_index_names(ckpt, {i.loc.name for i in items}, opts)
+    items = [i for i in items if not i.loc.problem]
+    problems = alarms.errors(ckpt.problems)
+    if not items and not left:
+        raise UsageError(where, "holds no weights to export" + (
+            " (--ema: no EMA copy in it)" if opts.ema else ""))
+    return Plan(items, left, notes, problems)
+
+
+def _short(i: Item) -> Item:
+    """A tensor whose bytes run past the end of its file (a truncated shard) is left out."""
+    for p in i.loc.pieces:
+        try:
+            end = os.stat(p.path).st_size
+        except OSError:
+            continue  # remote, or gone: reading it says why
+        if p.offset + p.length > end:
+            return replace(i, loc=replace(i.loc, pieces=(), problem=(
+                f"{os.path.basename(p.path)} ends at byte {end:,}, before its bytes "
+                f"(truncated)")))
+    return i
+
+
+def _unread_index_names(ckpt: Checkpoint, have: set[str], opts: Options
+                        ) -> list[tuple[str, str]]:
+    """Weights the index names in a file that could not be read (missing, damaged)."""
+    index = ckpt.layout.index
+    if index is None or opts.ema:
+        return []
+    read = {f.name for f in ckpt.files if f.ok and f.format == "safetensors"}
+    why = {}
+    for p in reversed(ckpt.problems):  # the first error said about each file
+        if p.severity == "error" and p.file:
+            why[p.file] = p.message
+    return [(name, f"{file}: {why.get(file, 'could not be read')}")
+            for name, file in index.weight_map.items()
+            if name not in have and file not in read and _wanted(name, opts)]
+
+
+def _wanted(name: str, opts: Options) -> bool:
+    if opts.strip_prefix and name.startswith(opts.strip_prefix):
+        name = name[len(opts.strip_prefix):]
+    return (not opts.include or any(fnmatch.fnmatchcase(name, g) for g in opts.include)) \
+        and not any(fnmatch.fnmatchcase(name, g) for g in opts.exclude)
+
+
+def _zero(ckpt: Checkpoint, notes: list[str]) -> list[Item] | None:
+    """A DeepSpeed ZeRO checkpoint's fp32 master weights, as zero_to_fp32 rebuilds them."""
+    try:
+        from ckpt_browser.export.zero import zero_items
+    except ImportError:  # not built yet
+        return None
+    found = zero_items(ckpt)
+    if found is None:
+        return None
+    items, said = found
+    notes.extend(said)
+    return items
+
+
+def _weights(ckpt: Checkpoint, opts: Options, notes: list[str]) -> list[Item]:
+    """Every file's weights (or its EMA), under their parameter names; the first file that
+    holds a name gives it."""
+    by_loc = {(loc.file, loc.name): loc for loc in all_locs(ckpt)}
+    seen: dict[str, str] = {}  # name -> the file it came from
+    items: list[Item] = []
+    twice = 0
+    for f in ckpt.files:
+        for name, t in _named(f, opts.ema):
+            loc = by_loc.get((f.name, t.name))
+            if loc is None or loc.placeholder:
+                continue
+            if name in seen:
+                twice += 1
+                continue
+            seen[name] = f.name
+            items.append(Item(name, loc, tuple(loc.shape), loc.dtype))
+    if twice:
+        notes.append(f"{twice:,} weight(s) held by more than one file: each taken from the "
+                     "first file that holds it")
+    return items
+
+
+def _named(f: FileInfo, ema: bool) -> list[tuple[str, object]]:
+    if not ema:
+        return named_weights(f)
+    return [x for p in f.parts if p.kind == "ema" for x in part_weights(f, p)]
+
+
+def _select(items: list[Item], opts: Options, where: str) -> list[Item]:
+    out = []
+    for i in items:
+        if not _wanted(i.name, opts):
+            continue
+        name = i.name
+        if opts.strip_prefix and name.startswith(opts.strip_prefix):
+            name = name[len(opts.strip_prefix):]
+        out.append(replace(i, name=name) if name != i.name else i)
+    if items and not out:
+        raise UsageError(where, "--include/--exclude leave no tensor to export")
+    names = [i.name for i in out]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise UsageError(where, f"two tensors would both be named {dup!r} (--strip-prefix?)")
+    return out
+
+
+def _tie(items: list[Item], notes: list[str]) -> list[Item]:
+    """Two names of one storage (tied embeddings) are written once, as safetensors'
+    save_model does: the later name is marked `same_as` the first."""
+    first: dict[tuple, str] = {}
+    out = []
+    for i in items:
+        key = _storage_key(i.loc)
+        if key is not None and key in first:
+            out.append(replace(i, same_as=first[key]))
+            notes.append(f"{i.name} is the same storage as {first[key]} (tied): stored once, "
+                         f"as {first[key]}")
+            continue
+        if key is not None:
+            first[key] = i.name
+        out.append(i)
+    return out
+
+
+def _storage_key(loc: TensorLoc) -> tuple | None:
+    if loc.problem or not loc.pieces:
+        return None
+    return (loc.dtype, tuple(loc.shape), loc.stride,
+            tuple((p.path, p.offset, p.length, p.offsets, p.sizes) for p in loc.pieces))

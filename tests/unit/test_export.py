@@ -1,0 +1,216 @@
+"""`export SRC OUT`: every sample format's weights, tensor by tensor and bit for bit, equal to
+what the framework's own loader gives; the result loads with safetensors and transformers; OUT
+rules (new or empty, outside the checkpoint, nothing left on failure); damaged sources refused."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from ckpt_browser.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_checkpoints"
+PROJECTS = SAMPLES / "projects"
+
+
+def export(src, out, *flags) -> int:
+    return main(["export", str(src), str(out), *flags])
+
+
+def exported(out: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of OUT, through safetensors' own loader (the index when sharded)."""
+    index = out / "model.safetensors.index.json"
+    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.exists() \
+        else ["model.safetensors"]
+    got: dict[str, torch.Tensor] = {}
+    for f in files:
+        with safe_open(out / f, "pt") as st:
+            assert st.metadata() == {"format": "pt"}
+        got.update(load_file(out / f))
+    return got
+
+
+def same(got: dict, want: dict) -> None:
+    assert sorted(got) == sorted(want)
+    for name, t in want.items():
+        assert got[name].dtype == t.dtype and got[name].shape == t.shape, name
+        # as bytes: a NaN equals itself, and -0.0 is not 0.0
+        assert torch.equal(got[name].reshape(-1).view(torch.uint8),
+                           t.contiguous().reshape(-1).view(torch.uint8)), name
+
+
+def strip(sd: dict, prefix: str) -> dict:
+    return {k.removeprefix(prefix): v for k, v in sd.items()}
+
+
+def torch_load(path, *allowed):
+    with torch.serialization.safe_globals(list(allowed)):
+        return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def dcp_load(folder: Path, tmp_path: Path) -> dict:
+    """DCP's own loader: the whole checkpoint as one torch.save file, read back."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    dcp_to_torch_save(folder, tmp_path / "dcp.pt")
+    # written just now by DCP from our own sample; megatron-core's common state holds numpy
+    # arrays, which weights_only refuses
+    return torch.load(tmp_path / "dcp.pt", weights_only=False)
+
+
+def whole_module_state_dict() -> dict:
+    """torch.load of a pickled nn.Module: its class (the generator's mynet.TinyNet) stood in
+    for by an empty nn.Module subclass, which is all unpickling a module needs."""
+    mynet = types.ModuleType("mynet")
+
+    class TinyNet(torch.nn.Module):
+        pass
+
+    TinyNet.__module__, TinyNet.__qualname__ = "mynet", "TinyNet"
+    mynet.TinyNet = TinyNet
+    sys.modules["mynet"] = mynet
+    try:
+        model = torch_load(PROJECTS / "whole-module" / "model.pt", TinyNet, torch.nn.Linear,
+                           torch.nn.ReLU)
+    finally:
+        del sys.modules["mynet"]
+    return model.state_dict()
+
+
+def references(tmp_path):
+    """(sample, what the framework's own loader gives for its weights)."""
+    return {
+        "safetensors, 3 shards and an index": (
+            SAMPLES / "tiny-llama-run" / "checkpoint-6",
+            lambda: {k: v for f in sorted((SAMPLES / "tiny-llama-run" / "checkpoint-6")
+                                          .glob("model-*.safetensors")) for k, v in
+                     load_file(f).items()}),
+        "Lightning .ckpt (torch zip)": (
+            SAMPLES / "lightning" / "last.ckpt",
+            lambda: torch_load(SAMPLES / "lightning" / "last.ckpt")["state_dict"]),
+        "legacy torch file (not zip)": (
+            PROJECTS / "legacy" / "checkpoint.pth",
+            lambda: torch_load(PROJECTS / "legacy" / "checkpoint.pth")["model_state_dict"]),
+        "timm (argparse.Namespace beside)": (
+            PROJECTS / "timm" / "last.pth.tar",
+            lambda: torch_load(PROJECTS / "timm" / "last.pth.tar",
+                               argparse.Namespace)["state_dict"]),
+        "a whole pickled module": (PROJECTS / "whole-module" / "model.pt",
+                                   whole_module_state_dict),
+        "DCP, 2 ranks (the tutorial's layout)": (
+            SAMPLES / "dcp-ranks" / "ranks-2",
+            lambda: {k: v for k, v in dcp_load(SAMPLES / "dcp-ranks" / "ranks-2",
+                                               tmp_path).items() if isinstance(v, torch.Tensor)}),
+        "torchtitan (DCP, FSDP2)": (
+            SAMPLES / "torchtitan-run" / "checkpoint" / "step-10",
+            lambda: {k: v for k, v in dcp_load(SAMPLES / "torchtitan-run" / "checkpoint"
+                                               / "step-10", tmp_path).items()
+                     if isinstance(v, torch.Tensor)}),
+    }
+
+
+@pytest.mark.parametrize("name", [
+    "safetensors, 3 shards and an index", "Lightning .ckpt (torch zip)",
+    "legacy torch file (not zip)", "timm (argparse.Namespace beside)", "a whole pickled module",
+    "DCP, 2 ranks (the tutorial's layout)", "torchtitan (DCP, FSDP2)"])
+def test_export_equals_the_frameworks_own_loader(tmp_path, name):
+    src, load = references(tmp_path)[name]
+    assert export(src, tmp_path / "out") == 0
+    same(exported(tmp_path / "out"), load())
+
+
+def test_nanogpt_loses_orig_mod_and_stores_the_tied_head_once(tmp_path, capsys):
+    sd = strip(torch_load(PROJECTS / "nanogpt" / "ckpt.pt")["model"], "_orig_mod.")
+    assert export(PROJECTS / "nanogpt" / "ckpt.pt", tmp_path / "out") == 0
+    assert "lm_head.weight is the same storage as transformer.wte.weight" in \
+        capsys.readouterr().out
+    got = exported(tmp_path / "out")
+    assert "lm_head.weight" not in got
+    same(got, {k: v for k, v in sd.items() if k != "lm_head.weight"})
+    # safetensors' own load_model ties it again (it is what save_model writes)
+    assert torch.equal(sd["lm_head.weight"], got["transformer.wte.weight"])
+
+
+def test_megatron_core_tensors_keep_their_global_shapes(tmp_path):
+    folder = SAMPLES / "megatron-core" / "run"
+    meta = next(folder.rglob(".metadata")).parent
+    want = {k: v for k, v in dcp_load(meta, tmp_path).items() if isinstance(v, torch.Tensor)}
+    assert export(folder, tmp_path / "out") == 0
+    got = exported(tmp_path / "out")
+    assert got and set(got) <= set(want)
+    for name, t in got.items():
+        assert torch.equal(t, want[name]), name
+
+
+def test_the_export_loads_with_transformers_from_its_own_folder(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    src = SAMPLES / "tiny-llama-run" / "checkpoint-6"
+    assert export(src, tmp_path / "out", "--max-shard-size", "40K") == 0
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == ["config.json", "generation_config.json", "model-00001-of-00003.safetensors",
+                     "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors",
+                     "model.safetensors.index.json"]
+    a = AutoModelForCausalLM.from_pretrained(src).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(tmp_path / "out").state_dict()
+    assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_cast_include_exclude_and_strip(tmp_path):
+    src = SAMPLES / "tiny-llama-run" / "checkpoint-6"
+    want = {k: v for f in sorted(src.glob("model-*.safetensors")) for k, v in load_file(f).items()}
+    # the globs match the names as written, after --strip-prefix
+    assert export(src, tmp_path / "out", "--dtype", "bf16", "--include", "layers.*",
+                  "--exclude", "*norm*", "--strip-prefix", "model.") == 0
+    want = {k.removeprefix("model."): v.to(torch.bfloat16) for k, v in want.items()
+            if k.startswith("model.layers.") and "norm" not in k}
+    same(exported(tmp_path / "out"), want)
+
+
+def test_out_must_be_new_or_empty_and_outside_the_checkpoint(tmp_path, capsys):
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    save_file({"w": torch.ones(3)}, src / "model.safetensors")
+    assert export(src, src / "out") == 2
+    assert "inside the checkpoint folder" in capsys.readouterr().err
+    assert sorted(p.name for p in src.iterdir()) == ["model.safetensors"]  # nothing written
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    assert export(src, full) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert sorted(p.name for p in full.iterdir()) == ["keep.txt"]
+    assert export(src, tmp_path / "new") == 0
+    assert export(src, tmp_path / "new") == 2  # not over a finished export either
+
+
+def test_a_damaged_source_is_refused_and_partial_lists_what_is_left_out(tmp_path, capsys):
+    src = SAMPLES / "tiny-llama-damaged"
+    assert export(src, tmp_path / "out") == 5
+    err = capsys.readouterr().err
+    assert "not exported" in err and "file does not exist" in err
+    assert not (tmp_path / "out").exists()
+    assert export(src, tmp_path / "out", "--partial", "--json") == 5
+    doc = json.loads(capsys.readouterr().out)
+    got = exported(tmp_path / "out")
+    readable = {k: v for k, v in load_file(src / "model-00003-of-00003.safetensors").items()}
+    assert set(readable) <= set(got)
+    assert set(got).isdisjoint(doc["left_out"]) and len(got) + len(doc["left_out"]) == 21
+    assert "model.layers.0.input_layernorm.weight" in doc["left_out"]  # past the truncation
+    assert not (tmp_path / "out" / "config.json").exists()  # would load with random weights
+
+
+def test_export_reads_no_pickle_it_did_not_write(tmp_path, monkeypatch):
+    """The unsafe sample's payload would create ckpt-browser-PWNED in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    rc = export(SAMPLES / "malicious", tmp_path / "out")
+    assert rc in (2, 5)
+    assert not (tmp_path / "ckpt-browser-PWNED").exists()

@@ -85,6 +85,11 @@ BROWSE: tuple[Key, ...] = (
         "and bytes; Esc cancels (what was found stays); each tensor found is a problem (`p`), "
         "and `v` adds the ones it finds", "check_values", palette="Check values for NaN / Inf",
         bind="exclamation_mark"),
+    Key("e", "export the weights as safetensors into a new folder, as `ckpt-browser export` "
+        "does (model.safetensors, or shards and an index past 5 GiB, the config copied "
+        "beside); a line above the footer shows how far, Esc cancels and removes what was "
+        "written; a damaged or unsafe checkpoint is refused with its findings", "export",
+        palette="Export weights to safetensors"),
     Key("?", "every key (this window)", "help", "All keys", "Help: keys",
         bind="question_mark"),
     Key("q", "quit", "app.quit", "Quit"),

@@ -17,6 +17,7 @@ from ckpt_browser.analysis.opened import iter_tagged, open_path
 from ckpt_browser.model import Layout
 from ckpt_browser.readers import finish
 from ckpt_browser.tui.browse.details import Details
+from ckpt_browser.tui.browse.export_action import ExportAction
 from ckpt_browser.tui.browse.messages import (
     FilterReady,
     HeadersRead,
@@ -50,7 +51,8 @@ FOOTER = {
 WIDE, EXTRA = 120, ("Problems", "Quiz", "Diff")
 
 
-class BrowseScreen(Search, TableView, ValuesCheck, ForwardsWorkerErrors, Screen):
+class BrowseScreen(Search, TableView, ValuesCheck, ExportAction, ForwardsWorkerErrors,
+                   Screen):
     TITLE = "ckpt-browser"
     KEYS = BROWSE  # the footer, the palette and the help window come from it
     BINDINGS = gated_bindings(KEYS)
@@ -71,6 +73,7 @@ class BrowseScreen(Search, TableView, ValuesCheck, ForwardsWorkerErrors, Screen)
             yield TensorTable(id="table")  # l: instead of the tree, the details below it
             yield Details(self.model, id="details")
         yield CheckBar(id="check-bar")  # `!`: how far checking every tensor's values is
+        yield CheckBar(id="export-bar")  # `e`: how far the export is
         yield FilterInput(lambda: self.main_pane, id="filter")
         yield Footer(compact=True)
 
@@ -179,6 +182,7 @@ class BrowseScreen(Search, TableView, ValuesCheck, ForwardsWorkerErrors, Screen)
     def on_unmount(self) -> None:
         self._cancel.set()
         self.cancel_check()
+        self.cancel_export()
 
     @property
     def _tree(self) -> CheckpointTree:
@@ -336,9 +340,10 @@ class BrowseScreen(Search, TableView, ValuesCheck, ForwardsWorkerErrors, Screen)
 
 
     def action_cancel_or_clear(self) -> None:
-        """Esc: stop a running values read first, then the values check; otherwise clear the
-        filter."""
-        if not self.query_one(Details).values.cancel() and not self.cancel_check():
+        """Esc: stop a running values read first, then the values check, then an export;
+        otherwise clear the filter."""
+        if not (self.query_one(Details).values.cancel() or self.cancel_check()
+                or self.cancel_export()):
             self.action_clear_filter()
 
     def action_clear_filter(self) -> None:

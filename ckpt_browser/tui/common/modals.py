@@ -55,14 +55,15 @@ class TextModal(CloseableModal[None]):
 class PathPrompt(CloseableModal[str | None]):
     """One line to type a path into; Enter returns it, Esc closes with None."""
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str,
+                 placeholder: str = "path to a checkpoint folder or file") -> None:
         super().__init__()
-        self.question = question
+        self.question, self.placeholder = question, placeholder
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="modal-box"):
             yield Static(Text(self.question, style="bold"))
-            yield Input(placeholder="path to a checkpoint folder or file", id="path-prompt")
+            yield Input(placeholder=self.placeholder, id="path-prompt")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()

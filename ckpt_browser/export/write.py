@@ -166,7 +166,7 @@ def _write_file(path: str, items: list[Item], step, cancel) -> None:
     checks = []  # (item, offset in the file, crc32 of what was written or None: compare)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        _write_all(fd, head)
+        _write_all(fd, head, 0)
         at = len(head)
         for i in items:
             if cancel is not None and cancel.is_set():
@@ -178,12 +178,32 @@ def _write_file(path: str, items: list[Item], step, cancel) -> None:
             else:
                 checks.append((i, at, _stream(i, fd, at, step, cancel)))
             at += out_bytes(i)
-        os.fsync(fd)
     except OSError as e:
+        os.close(fd)
         raise WriteError(f"{path}: cannot write: {e.strerror or e}") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    # to the disk while it is read back from memory: the two overlap
+    synced: list[OSError | None] = []
+    flush = threading.Thread(target=_sync_and_close, args=(fd, synced), daemon=True)
+    flush.start()
+    try:
+        _verify(path, head, checks)
+    finally:
+        flush.join()
+    if synced and synced[0] is not None:
+        raise WriteError(f"{path}: cannot write: {synced[0].strerror or synced[0]}")
+
+
+def _sync_and_close(fd: int, result: list) -> None:
+    try:
+        os.fsync(fd)
+        result.append(None)
+    except OSError as e:
+        result.append(e)
     finally:
         os.close(fd)
-    _verify(path, head, checks)
 
 
 def _whole(i: Item) -> Piece | None:
@@ -267,7 +287,8 @@ def _caster(src: str, dst: str):
 
 def _verify(path: str, head: bytes, checks) -> None:
     """Read the file back: its header as written, each tensor's bytes equal to the source's
-    (a copy) or to the crc32 of what was written."""
+    (a copy) or to the crc32 of what was written. Two buffers, filled in place."""
+    mine, theirs = bytearray(BLOCK), bytearray(BLOCK)
     with _Fd(path) as f:
         if bytes(f.read_exact(0, len(head))) != head:
             raise WriteError(f"{path}: the header read back differs from the one written")
@@ -278,15 +299,24 @@ def _verify(path: str, head: bytes, checks) -> None:
                 with _Fd(p.path) as src:
                     for k in range(0, n, BLOCK):
                         m = min(BLOCK, n - k)
-                        if src.read_exact(p.offset + k, m) != f.read_exact(at + k, m):
+                        a, b = _fill(f, mine, at + k, m), _fill(src, theirs, p.offset + k, m)
+                        if not (a == b if m == BLOCK else a[:m] == b[:m]):  # memcmp
                             raise WriteError(f"{path}: {item.name} read back differs from "
                                              f"its source at byte {k:,}")
                 continue
             got = 0
             for k in range(0, n, BLOCK):
-                got = zlib.crc32(f.read_exact(at + k, min(BLOCK, n - k)), got)
+                m = min(BLOCK, n - k)
+                got = zlib.crc32(memoryview(_fill(f, mine, at + k, m))[:m], got)
             if got != crc:
                 raise WriteError(f"{path}: {item.name} read back differs from what was written")
+
+
+def _fill(f, buf: bytearray, offset: int, n: int) -> bytearray:
+    """`buf`'s first n bytes from `offset` of `f` (no new buffer per block)."""
+    if f.readinto(memoryview(buf)[:n], offset) < n:
+        raise WriteError(f"{f.path}: the file ends before byte {offset + n:,}")
+    return buf
 
 
 def _write_all(fd: int, data, at: int | None = None) -> None:

@@ -51,6 +51,14 @@ SUBSTITUTE = {
         [f"ckpt-browser quiz --lang vi --from {RUN6} --count 2 --seed 1 --no-save",
          "ckpt-browser quiz --export json"],
     "python -m ckpt_browser ...": [f"python -m ckpt_browser inspect {RELEASE}"],
+    "ckpt-browser export SRC OUT [--dtype fp32|fp16|bf16] [--max-shard-size N] "
+    "[--include GLOB] [--exclude GLOB] [--strip-prefix P] [--ema] [--checkpoint NAME] "
+    "[--partial] [--no-config] [--json]":
+        ["ckpt-browser export sample_checkpoints/hf-run3 out-usage --dtype bf16 "
+         "--max-shard-size 40K --include 'layers.*' --exclude '*norm*' --strip-prefix model. "
+         "--checkpoint checkpoint-4 --partial --no-config --json",
+         "ckpt-browser export sample_checkpoints/lightning out-ema --ema"],
+    "ckpt-browser export SRC OUT": [f"ckpt-browser export {RUN6} out-src"],
     "ckpt-browser ~/.cache/huggingface/hub/models--org--name/snapshots/<commit>/":
         [f"ckpt-browser ~/.cache/huggingface/hub/models--org--name/snapshots/{REVISION}/"],
     "CKPT_BROWSER_MAX_PICKLE_BYTES=200_000_000 ckpt-browser inspect PATH":
@@ -66,6 +74,7 @@ EXIT_CODES = {
                "[--strip-prefix-a P] [--strip-prefix-b P] [--include GLOB] [--exclude GLOB] "
                "[--weights-only]"][0]: 1,
     f"ckpt-browser {RUN3} {RUN6}": 1,  # no terminal: diff's report and codes
+    "ckpt-browser export sample_checkpoints/lightning out-ema --ema": 2,  # no EMA in it
 }
 
 INSTALLS = "installs packages (network, minutes); the test runs in the environment it makes"
@@ -133,6 +142,7 @@ NOT_RUNNABLE = {
     "python": NAME + " (a key of the saved RNG state)",
     "git rev-parse HEAD": NAME + " (what mmengine records in its checkpoints)",
     "git": NAME + " (a key mmengine saves)",
+    "ckpt-browser export": NAME + " (the command `e` does the work of)",
 }
 
 # What a command cannot run as written: an install, a placeholder (PATH, A, <commit>,
@@ -244,7 +254,7 @@ def opens_the_browser(command: str) -> bool:
     if program(command) != "ckpt-browser" or "--help" in words:
         return False
     rest = words[[w.endswith("ckpt-browser") for w in words].index(True) + 1:]
-    return not rest or rest[0] not in {"inspect", "check", "stats", "diff", "quiz"}
+    return not rest or rest[0] not in {"inspect", "check", "stats", "diff", "quiz", "export"}
 
 
 @pytest.mark.parametrize("command", runs())

@@ -14,7 +14,7 @@ from ckpt_browser.diagnostics import RETURNS, VERDICT_CODE, ExitCode, bug, exit_
 from ckpt_browser.errors import NotACheckpoint, UsageError
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-COMMANDS = ("inspect", "check", "quiz", "stats", "diff", "browse")
+COMMANDS = ("inspect", "check", "quiz", "stats", "diff", "export", "browse")
 
 
 def readme_exit_codes() -> dict[int, str]:
@@ -32,7 +32,7 @@ def test_the_readme_table_is_the_enum():
 def test_the_codes_as_the_readme_documents_them():
     assert {c.name: int(c) for c in ExitCode} == {
         "OK": 0, "DIFFERS": 1, "USAGE": 2, "INEXACT": 3, "WEIGHTS_ONLY": 4, "DAMAGED": 5,
-        "FOUND": 6, "BUG": 70, "INTERRUPTED": 130}
+        "FOUND": 6, "WRITE_FAILED": 7, "BUG": 70, "INTERRUPTED": 130}
     # diff follows diff(1): 2 is trouble; a bug has its own code everywhere
     assert ExitCode.TROUBLE is ExitCode.USAGE
     assert ExitCode.BUG not in (ExitCode.DIFFERS, ExitCode.TROUBLE)

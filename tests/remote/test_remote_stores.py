@@ -247,3 +247,18 @@ def test_without_the_backend_a_url_says_which_extra_to_install(store):
 def test_without_fsspec_or_gcsfs_a_url_says_which_extra_to_install(blocked, url):
     """No server needed: the URL is refused before anything is asked of one."""
     assert_asks_for_the_remote_extra(blocked, url)
+
+
+@pytest.mark.parametrize("sample", ["tiny-llama-run/checkpoint-6",
+                                    "torchtitan-run/checkpoint/step-10"])
+def test_export_of_a_remote_checkpoint_is_the_local_export(store, sample, tmp_path):
+    """The values fetched by range through the same readers: the same files, byte for byte
+    (the config too, fetched whole)."""
+    local = run_cli("export", SAMPLES / sample, tmp_path / "local")
+    remote = run_cli("export", store.url(sample), tmp_path / "remote")
+    assert (local.returncode, remote.returncode) == (0, 0), (local.stderr, remote.stderr)
+    names = sorted(p.name for p in (tmp_path / "local").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "remote").iterdir())
+    for name in names:
+        assert (tmp_path / "local" / name).read_bytes() == \
+            (tmp_path / "remote" / name).read_bytes(), name

@@ -11,7 +11,7 @@ from ckpt_browser.diagnostics import ExitCode, Progress, error, note
 
 def cmd_export(args) -> int:
     from ckpt_browser.analysis.opened import local_path, open_path
-    from ckpt_browser.export.plan import DTYPES, Options, plan
+    from ckpt_browser.export.plan import DTYPES, Options, config_folder, plan
     from ckpt_browser.export.write import (
         INDEX,
         WriteError,
@@ -36,7 +36,8 @@ def cmd_export(args) -> int:
     root, is_dir = opened.layout.root, os.path.isdir(opened.path)
     # a partial export beside its config would load, the missing weights drawn at random
     whole = not (p.left_out or p.problems)
-    extras, said = configs(root if is_dir and whole and not args.no_config else None)
+    folder = os.path.join(root, config_folder(p))
+    extras, said = configs(folder if is_dir and whole and not args.no_config else None)
     p.notes.extend(said)
     if not whole and not args.no_config and configs(root if is_dir else None)[0]:
         p.notes.append("the config is not copied beside a partial export: loading it would "

@@ -152,7 +152,16 @@ def _weights(ckpt: Checkpoint, opts: Options, notes: list[str]) -> list[Item]:
 def _named(f: FileInfo, ema: bool) -> list[tuple[str, object]]:
     if not ema:
         return named_weights(f)
+    if f.format == "safetensors":  # an EMA copy kept apart (diffusers' unet_ema/)
+        return [(t.name, t) for t in f.tensors if t.component == "ema"]
     return [x for p in f.parts if p.kind == "ema" for x in part_weights(f, p)]
+
+
+def config_folder(plan: Plan) -> str:
+    """The folder, relative to the checkpoint's, that the exported weights all come from
+    ("unet_ema" for diffusers' EMA, "" most often): its config goes beside them."""
+    folders = {os.path.dirname(i.loc.file) for i in plan.items}
+    return folders.pop() if len(folders) == 1 else ""
 
 
 def _select(items: list[Item], opts: Options, where: str) -> list[Item]:

@@ -214,3 +214,17 @@ def test_export_reads_no_pickle_it_did_not_write(tmp_path, monkeypatch):
     rc = export(SAMPLES / "malicious", tmp_path / "out")
     assert rc in (2, 5)
     assert not (tmp_path / "ckpt-browser-PWNED").exists()
+
+
+def test_ema_picks_the_ema_copy_in_a_file_and_kept_apart(tmp_path):
+    timm = PROJECTS / "timm" / "last.pth.tar"
+    assert export(timm, tmp_path / "timm", "--ema") == 0
+    same(exported(tmp_path / "timm"), torch_load(timm, argparse.Namespace)["state_dict_ema"])
+    run = PROJECTS / "diffusers" / "unconditional"
+    ckpt = next(run.glob("checkpoint-*"))
+    for flags, folder in (((), "unet"), (("--ema",), "unet_ema")):
+        out = tmp_path / folder
+        assert export(run, out, *flags) == 0
+        same(exported(out), load_file(ckpt / folder / "diffusion_pytorch_model.safetensors"))
+        # the config beside them is the one of the folder they came from
+        assert (out / "config.json").read_bytes() == (ckpt / folder / "config.json").read_bytes()

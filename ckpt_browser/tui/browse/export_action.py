@@ -64,7 +64,10 @@ def run(job: ExportJob, plan, created: bool, post) -> None:
             last[0] = now
             post(ExportProgress(job, done, total))
 
-    extras, notes = configs(layout.root if os.path.isdir(layout.path) else None)
+    from ckpt_browser.export.plan import config_folder
+
+    folder = os.path.join(layout.root, config_folder(plan))
+    extras, notes = configs(folder if os.path.isdir(layout.path) else None)
     try:
         written = write(plan, job.out, MAX_SHARD, progress, job.cancel, extras)
     except Cancelled:

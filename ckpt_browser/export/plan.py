@@ -22,6 +22,10 @@ from ckpt_browser.values.locate import TensorLoc, all_locs
 
 FLOATS = {"F64", "F32", "F16", "BF16"}  # what --dtype casts; integers and FP8 stay as stored
 DTYPES = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+# what safetensors 0.8 stores (safetensors.torch._TYPES): complex128, quantized, bit types not
+SAFETENSORS_DTYPES = {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16",
+                      "BF16", "F32", "F64", "C64", "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ",
+                      "F8_E5M2FNUZ"}
 
 
 @dataclass
@@ -64,7 +68,7 @@ def plan(ckpt: Checkpoint, opts: Options, where: str) -> Plan:
     items = _tie(items, notes)
     if opts.dtype:
         items = [replace(i, dtype=opts.dtype) if i.loc.dtype in FLOATS else i for i in items]
-    items = [_short(i) for i in items]
+    items = [_short(_storable(i)) for i in items]
     left = [(i.name, i.loc.problem) for i in items if i.loc.problem]
     left += _unread_index_names(ckpt, {i.loc.name for i in items}, opts)
     items = [i for i in items if not i.loc.problem]
@@ -73,6 +77,13 @@ def plan(ckpt: Checkpoint, opts: Options, where: str) -> Plan:
         raise UsageError(where, "holds no weights to export" + (
             " (--ema: no EMA copy in it)" if opts.ema else ""))
     return Plan(items, left, notes, problems)
+
+
+def _storable(i: Item) -> Item:
+    if i.dtype in SAFETENSORS_DTYPES or i.loc.problem:
+        return i
+    return replace(i, loc=replace(i.loc, pieces=(), problem=(
+        f"{i.dtype} has no safetensors dtype (complex128, quantized and bit types do not)")))
 
 
 def _short(i: Item) -> Item:

@@ -228,3 +228,15 @@ def test_ema_picks_the_ema_copy_in_a_file_and_kept_apart(tmp_path):
         same(exported(out), load_file(ckpt / folder / "diffusion_pytorch_model.safetensors"))
         # the config beside them is the one of the folder they came from
         assert (out / "config.json").read_bytes() == (ckpt / folder / "config.json").read_bytes()
+
+
+def test_a_dtype_safetensors_cannot_store_is_left_out_and_said(tmp_path, capsys):
+    src = tmp_path / "model.pt"
+    torch.save({"w": torch.arange(6.0).reshape(2, 3), "z": torch.ones(2, dtype=torch.complex128),
+                "q": torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.qint8)}, src)
+    assert export(src, tmp_path / "out") == 5  # refused: not every weight can be written
+    assert "complex128" in capsys.readouterr().err
+    assert export(src, tmp_path / "out", "--partial", "--json") == 5
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["left_out"]) >= {"z"} and "w" not in doc["left_out"]
+    same(exported(tmp_path / "out"), {"w": torch.arange(6.0).reshape(2, 3)})

@@ -206,3 +206,51 @@ def test_zero3_ranks_that_disagree():
         zero3_params([("a", (4,))], [flats(2, rank=0), flats(3, rank=1)])
     with pytest.raises(CheckpointError, match="partitions hold"):
         zero3_params([("a", (2,))], [flats(2, rank=0), flats(2, rank=1)])
+
+
+def test_rank_files_past_the_read_limit_are_read_for_the_export(monkeypatch):
+    import dataclasses
+
+    from ckpt_browser import limits
+
+    monkeypatch.setattr(limits, "LIMITS", dataclasses.replace(limits.LIMITS, rank_files=1))
+    ref, order, _ = reference("deepspeed-zero3-tied")
+    items, _ = items_of(SAMPLES / CASES["deepspeed-zero3-tied"])
+    assert [i.name for i in items] == order
+    assert all(values(i).tobytes() == ref[i.name].tobytes() for i in items)
+
+
+def edit_model_states(run: Path, **changes) -> None:
+    """Our own sample's model_states, re-saved with some fields changed (it loads with
+    weights_only=True)."""
+    import torch
+
+    f = run / "global_step4" / "mp_rank_00_model_states.pt"
+    sd = torch.load(f, weights_only=True)
+    sd.update(changes)
+    torch.save(sd, f)
+
+
+def test_a_world_size_that_disagrees(tmp_path):
+    run = copy(tmp_path, "deepspeed-run")
+    edit_model_states(run, dp_world_size=4)
+    msg = refused(run)
+    assert "mp_rank_00_model_states.pt: dp_world_size is 4" in msg and "2 ways" in msg
+
+
+def test_param_shapes_that_do_not_add_up(tmp_path):
+    import torch
+
+    run = copy(tmp_path, "deepspeed-run")
+    shapes = {"fc1.weight": torch.Size([16, 8]), "fc1.bias": torch.Size([16]),
+              "fc2.weight": torch.Size([4, 16]), "fc2.bias": torch.Size([6])}
+    edit_model_states(run, param_shapes=[shapes])
+    msg = refused(run)
+    assert "fc2.bias needs elements 208 to 214 of parameter group 0" in msg
+    # as zero_to_fp32, a shortfall within its 2 * world size alignment passes; more does not
+    shapes["fc2.bias"] = torch.Size([1])
+    edit_model_states(run, param_shapes=[shapes])
+    assert zero_items(open_path(str(run)).checkpoint) is not None
+    shapes["fc1.bias"] = torch.Size([8])
+    edit_model_states(run, param_shapes=[shapes])
+    assert "param_shapes use 201 elements; the 2 partitions hold 212" in refused(run)

@@ -7,8 +7,9 @@ Run in a venv with DeepSpeed (the samples' version) and safetensors, from the re
 
 It calls `deepspeed.utils.zero_to_fp32.get_fp32_state_dict_from_zero_checkpoint` on each sample
 and saves `<name>.safetensors` here: every name it returns, tied names each with their own
-contiguous copy (so the test sees every name), and metadata "tied" listing the names that
-share one tensor. These are our own samples: torch.load inside DeepSpeed is fine here.
+contiguous copy (so the test sees every name), with metadata: "deepspeed" (its version),
+"order" (the names in the order it returns them) and "tied" (name -> the first name sharing
+its tensor). These are our own samples: torch.load inside DeepSpeed is fine here.
 """
 
 from __future__ import annotations

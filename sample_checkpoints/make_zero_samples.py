@@ -1,20 +1,22 @@
 #!/usr/bin/env python
-"""Regenerate ``sample_checkpoints/deepspeed-zero1/`` (and ``deepspeed-zero3-tied/``):
+"""Regenerate ``sample_checkpoints/deepspeed-zero1/``, ``deepspeed-zero2-tied/`` and
+``deepspeed-zero3-tied/``:
 real DeepSpeed ``engine.save_checkpoint`` from 2 gloo ranks on DeepSpeed's CPU accelerator.
 
 Usage (from any working directory, in a venv with DeepSpeed; pin torch)::
 
     pip install "torch==2.13.0" "deepspeed==0.19.8"
-    python sample_checkpoints/make_zero_samples.py          # both
-    python sample_checkpoints/make_zero_samples.py zero1    # one of: zero1, zero3
+    python sample_checkpoints/make_zero_samples.py          # all three
+    python sample_checkpoints/make_zero_samples.py zero1    # some of: zero1, zero2, zero3
 
 The model has what ``zero_to_fp32`` treats apart from plain trainable weights: an lm_head tied
 to the embedding (``shared_params``), two frozen parameters (``frozen_param_shapes`` and
 ``frozen_param_fragments``; ZeRO-1 does not save them), a float32, a float16 and an int64
 buffer (``buffer_names``; a non-persistent one is not saved), two parameter groups, and sizes
-that leave padding in the rank partitions. ``zero1`` runs fp16 (DeepSpeed keeps the float32
-buffer float32; the float16 one shows zero_to_fp32's cast); ``zero3`` runs fp32. The setup is
-make_training_samples.py's DeepSpeed one.
+that leave padding in the rank partitions. ``zero1`` and ``zero2`` run fp16 (DeepSpeed keeps
+the float32 buffer float32; the float16 one shows zero_to_fp32's cast; ZeRO-2's frozen
+parameters stay float16); ``zero3`` runs fp32. The setup is make_training_samples.py's
+DeepSpeed one.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from make_training_samples import SEED, _deterministic_torch, _free_port  # noqa
 
 HERE = Path(__file__).resolve().parent
 WORLD, STEPS = 2, 3
-FOLDERS = {"zero1": "deepspeed-zero1", "zero3": "deepspeed-zero3-tied"}
+FOLDERS = {"zero1": "deepspeed-zero1", "zero2": "deepspeed-zero2-tied",
+           "zero3": "deepspeed-zero3-tied"}
 
 
 def _config(stage: int) -> dict:
@@ -37,7 +40,7 @@ def _config(stage: int) -> dict:
         "train_micro_batch_size_per_gpu": 2,
         "gradient_accumulation_steps": 1,
         "steps_per_print": 1000,
-        "fp16": {"enabled": stage == 1, "initial_scale_power": 8},
+        "fp16": {"enabled": stage < 3, "initial_scale_power": 8},
         "zero_optimization": {"stage": stage},
         "zero_allow_untested_optimizer": True,
         "wall_clock_breakdown": False,
@@ -118,7 +121,7 @@ def build(name: str) -> None:
     shutil.rmtree(out, ignore_errors=True)
     os.environ["DS_ACCELERATOR"] = "cpu"
     os.chdir(HERE)  # save_checkpoint gets a relative folder: no absolute path in the files
-    stage = 1 if name == "zero1" else 3
+    stage = int(name[-1])
     mp.spawn(_worker, args=(WORLD, _free_port(), stage, FOLDERS[name]), nprocs=WORLD, join=True)
     print(name, sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()))
 

@@ -25,6 +25,7 @@ CASES = {  # reference -> the folder opened
     "deepspeed-run": "deepspeed-run",
     "deepspeed-zero3": "projects/deepspeed-zero3",
     "deepspeed-zero1": "deepspeed-zero1",
+    "deepspeed-zero2-tied": "deepspeed-zero2-tied",
     "deepspeed-zero3-tied": "deepspeed-zero3-tied",
 }
 DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
@@ -74,7 +75,8 @@ def test_the_tag_folder_opened_alone_gives_the_same():
     assert all(values(i).tobytes() == ref[i.name].tobytes() for i in items)
 
 
-@pytest.mark.parametrize("name", ["deepspeed-zero1", "deepspeed-zero3-tied"])
+@pytest.mark.parametrize("name", ["deepspeed-zero1", "deepspeed-zero2-tied",
+                                  "deepspeed-zero3-tied"])
 def test_tied_names_are_stored_once_and_said(name):
     _, _, tied = reference(name)
     items, notes = items_of(SAMPLES / CASES[name])
@@ -92,6 +94,14 @@ def test_what_zero_to_fp32_casts_and_leaves_out_is_said():
     assert any("mask (F16)" in n for n in notes)
     assert any("left out" in n and "gain, offset" in n for n in notes)  # ZeRO-1: not saved
     assert notes[0].startswith("DeepSpeed ZeRO stage 1, 2 data-parallel ranks")
+
+
+def test_zero2_frozen_parameters_keep_their_saved_dtype():
+    items, notes = items_of(SAMPLES / "deepspeed-zero2-tied")
+    gain = next(i for i in items if i.name == "gain")
+    assert (gain.loc.dtype, gain.dtype, gain.shape) == ("F16", "F16", (8,))
+    assert gain.loc.file == "global_step3/mp_rank_00_model_states.pt"
+    assert any("2 frozen parameters" in n and "(F16)" in n for n in notes)
 
 
 def test_zero3_pieces_come_from_every_rank_and_leave_the_padding_out():

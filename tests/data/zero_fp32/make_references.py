@@ -25,6 +25,7 @@ REFERENCES = {  # reference name -> the run folder (its `latest` names the tag)
     "deepspeed-run": "deepspeed-run",
     "deepspeed-zero3": "projects/deepspeed-zero3",
     "deepspeed-zero1": "deepspeed-zero1",
+    "deepspeed-zero2-tied": "deepspeed-zero2-tied",
     "deepspeed-zero3-tied": "deepspeed-zero3-tied",
 }
 

@@ -35,6 +35,8 @@ def zero_items(ckpt: Checkpoint) -> tuple[list[Item], list[str]] | None:
     if tf is None:
         return None
     osd = fields(fields(tf.optim[0].obj).get("optimizer_state_dict"))
+    if not osd:
+        raise CheckpointError(tf.optim[0].name, "holds no optimizer_state_dict")
     stage = _stage(osd.get("zero_stage"))
     if stage is None:  # a BF16_Optimizer state: zero_to_fp32 says "not a zero checkpoint"
         return None

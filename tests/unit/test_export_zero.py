@@ -161,6 +161,15 @@ def test_no_optim_states_at_all(tmp_path):
     assert "mp_rank_00_model_states.pt: no *_optim_states.pt" in refused(run)
 
 
+def test_a_rank_file_that_is_not_an_optimizer_state(tmp_path):
+    run = copy(tmp_path, "deepspeed-run")
+    tag = run / "global_step4"
+    shutil.copy(tag / "mp_rank_00_model_states.pt",
+                tag / "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    assert "zero_pp_rank_0_mp_rank_00_optim_states.pt: holds no optimizer_state_dict" in \
+        refused(run)
+
+
 def test_zero3_frozen_fragments_need_every_rank(tmp_path):
     run = copy(tmp_path, "deepspeed-zero3-tied")
     (run / "global_step3" / "zero_pp_rank_1_mp_rank_00_model_states.pt").unlink()

@@ -121,27 +121,30 @@ def _pickle_locs(root: str, pf, kinds: dict[str, str], shown: dict | None = None
                                  "0-element placeholder; its values are in the optim_states "
                                  "files (zero_to_fp32.py rebuilds it)", placeholder=True))
             continue
-        itemsize = ITEMSIZE.get(t.dtype, 1)
-        record = pf.storages.get(t.storage_key)
-        if record is None:
-            out.append(TensorLoc(key, t.dtype, t.shape, pf.name, comp,
-                                 problem=f"storage {t.storage_key} was not found in the file"))
-            continue
-        begin = record[0] + t.storage_offset * itemsize
-        contiguous = _contiguous(t.shape, t.stride)
-        if contiguous:
-            length = t.numel * itemsize
-        else:  # the view reaches as far as its largest index
-            span = 1 + sum((d - 1) * s for d, s in zip(t.shape, t.stride)) if t.numel else 0
-            length = span * itemsize
-        if begin + length > record[0] + record[1]:
-            out.append(TensorLoc(key, t.dtype, t.shape, pf.name, comp,
-                                 problem=f"needs bytes past the end of storage {t.storage_key}"))
-            continue
-        out.append(TensorLoc(key, t.dtype, t.shape, pf.name, comp,
-                             (Piece(path, begin, length, (0,) * len(t.shape), t.shape),),
-                             None if contiguous else t.stride))
+        out.append(pickle_loc(path, pf, key, t, comp))
     return out
+
+
+def pickle_loc(path: str, pf, key: str, t, comp: str | None) -> TensorLoc:
+    """Where one tensor of a read torch file is (`path`: the file, as it can be opened)."""
+    itemsize = ITEMSIZE.get(t.dtype, 1)
+    record = pf.storages.get(t.storage_key)
+    if record is None:
+        return TensorLoc(key, t.dtype, t.shape, pf.name, comp,
+                         problem=f"storage {t.storage_key} was not found in the file")
+    begin = record[0] + t.storage_offset * itemsize
+    contiguous = _contiguous(t.shape, t.stride)
+    if contiguous:
+        length = t.numel * itemsize
+    else:  # the view reaches as far as its largest index
+        span = 1 + sum((d - 1) * s for d, s in zip(t.shape, t.stride)) if t.numel else 0
+        length = span * itemsize
+    if begin + length > record[0] + record[1]:
+        return TensorLoc(key, t.dtype, t.shape, pf.name, comp,
+                         problem=f"needs bytes past the end of storage {t.storage_key}")
+    return TensorLoc(key, t.dtype, t.shape, pf.name, comp,
+                     (Piece(path, begin, length, (0,) * len(t.shape), t.shape),),
+                     None if contiguous else t.stride)
 
 
 def _dcp_loc(key, e, metadata: str, folder: str, comp, files: dict) -> TensorLoc:

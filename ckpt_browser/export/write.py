@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import threading
-import warnings
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from ckpt_browser.errors import UsageError
 from ckpt_browser.export.item import Item
 from ckpt_browser.export.plan import Plan, out_bytes
+from ckpt_browser.values.cast import caster
 from ckpt_browser.values.locate import Piece
 from ckpt_browser.values.read import Cancelled, ValuesError, _Fd, iter_raw
 
@@ -249,7 +249,7 @@ def _stream(i: Item, fd: int, at: int, step, cancel) -> int:
     """Blocks read and assembled (DCP chunks, ZeRO partitions, views), cast when asked,
     written in order from byte `at`; the crc32 of what was written."""
     crc, end = 0, at + out_bytes(i)
-    cast = _caster(i.loc.dtype, i.dtype) if i.dtype != i.loc.dtype else None
+    cast = caster(i.loc.dtype, i.dtype) if i.dtype != i.loc.dtype else None
     for raw, block in iter_raw(i.loc, BLOCK, cancel):
         data = memoryview(cast(block) if cast else (raw if raw is not None else block)).cast("B")
         if at + len(data) > end:
@@ -261,28 +261,6 @@ def _stream(i: Item, fd: int, at: int, step, cancel) -> int:
     if at != end:
         raise WriteError(f"{i.loc.file}: {i.name}: {end - at:,} bytes short of its shape")
     return crc
-
-
-def _caster(src: str, dst: str):
-    """A block of `src` values to `dst` bytes, rounded as torch's .to() rounds them."""
-    import torch
-
-    from ckpt_browser.values.read import container
-
-    dtypes = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
-              "BF16": torch.bfloat16}
-    frm, to = dtypes[src], dtypes[dst]
-
-    def cast(block):
-        raw = memoryview(block.view(container(src))).cast("B")
-        if not len(raw):
-            return torch.empty(0, dtype=to).view(torch.uint8).numpy()
-        with warnings.catch_warnings():  # a read-only block is only read
-            warnings.simplefilter("ignore", UserWarning)
-            t = torch.frombuffer(raw, dtype=frm)
-        return t.to(to).view(torch.uint8).numpy()
-
-    return cast
 
 
 def _verify(path: str, head: bytes, checks) -> None:

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("remote", ("ckpt_browser.remote",)),
     ("analysis", ("ckpt_browser.analysis",)),
     ("values", ("ckpt_browser.values",)),
+    ("export", ("ckpt_browser.export",)),
     ("report", ("ckpt_browser.report",)),
     ("quiz", ("ckpt_browser.quiz",)),
     ("tui", ("ckpt_browser.tui",)),

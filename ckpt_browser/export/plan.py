@@ -199,6 +199,9 @@ def _tie(items: list[Item], notes: list[str]) -> list[Item]:
     first: dict[tuple, str] = {}
     out = []
     for i in items:
+        if i.same_as is not None:  # tied by its producer (ZeRO's shared_params), said there
+            out.append(i)
+            continue
         key = _storage_key(i.loc)
         if key is not None and key in first:
             out.append(replace(i, same_as=first[key]))

@@ -240,3 +240,23 @@ def test_a_dtype_safetensors_cannot_store_is_left_out_and_said(tmp_path, capsys)
     doc = json.loads(capsys.readouterr().out)
     assert set(doc["left_out"]) >= {"z"} and "w" not in doc["left_out"]
     same(exported(tmp_path / "out"), {"w": torch.arange(6.0).reshape(2, 3)})
+
+
+ZERO = {"deepspeed-run": SAMPLES / "deepspeed-run",
+        "deepspeed-zero3": PROJECTS / "deepspeed-zero3",
+        "deepspeed-zero1": SAMPLES / "deepspeed-zero1",
+        "deepspeed-zero2-tied": SAMPLES / "deepspeed-zero2-tied",
+        "deepspeed-zero3-tied": SAMPLES / "deepspeed-zero3-tied"}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO))
+def test_zero_exports_what_deepspeeds_zero_to_fp32_gives(tmp_path, capsys, name):
+    """The reference: DeepSpeed's own get_fp32_state_dict_from_zero_checkpoint on the sample,
+    saved by tests/data/zero_fp32/make_references.py in DeepSpeed's venv."""
+    want = load_file(Path(__file__).parents[1] / "data" / "zero_fp32" / f"{name}.safetensors")
+    assert export(ZERO[name], tmp_path / "out", "--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    got = exported(tmp_path / "out")
+    for tied, kept in doc["tied"].items():  # one storage in the checkpoint: stored once
+        assert tied not in got and torch.equal(want.pop(tied), want[kept])
+    same(got, want)

@@ -59,12 +59,12 @@ def prepare_out(out: str, source_root: str, source_is_dir: bool) -> bool:
     if os.path.lexists(out):
         if not os.path.isdir(out):
             raise UsageError(out, "exists and is not a folder")
-        held = os.listdir(out)
-        if PARTIAL in held:
+        if os.path.lexists(os.path.join(out, PARTIAL)):
             raise UsageError(out, f"holds an interrupted export ({PARTIAL}): remove it first")
-        if held:
-            raise UsageError(out, f"is not empty ({len(held):,} entries): export writes only "
-                             "into a new or empty folder")
+        with os.scandir(out) as entries:  # one entry says it: never the whole listing
+            if next(entries, None) is not None:
+                raise UsageError(out, "is not empty: export writes only into a new or empty "
+                                 "folder")
     created = not os.path.lexists(out)
     try:
         os.makedirs(os.path.join(out, PARTIAL))

@@ -109,6 +109,7 @@ NOT_RUNNABLE = {
     "python benchmarks/bench_browse.py": BENCH,
     "python benchmarks/bench_torch_listing.py": BENCH,
     "python benchmarks/bench_diff.py": BENCH,
+    "python benchmarks/bench_export.py": BENCH,
     "python benchmarks/bench_stats_sparse.py": BENCH,
     "python benchmarks/bench_remote.py": BENCH,
     "python benchmarks/compare_scanners.py": "needs picklescan, modelscan and fickling "
@@ -137,6 +138,8 @@ NOT_RUNNABLE = {
     "pip install -c <(echo torch==2.13.0) torch==2.13.0 torchtune==0.6.1 torchao==0.17.0":
         INSTALLS,
     "python sample_checkpoints/make_torchtune_samples.py": SAMPLES,
+    "python sample_checkpoints/make_zero_samples.py": SAMPLES,
+    'pip install "torch==2.13.0" "deepspeed==0.19.8"': INSTALLS,
     "python -m torch.distributed.run --nproc_per_node 2":
         "a fragment: the launcher a multi-rank sample was trained with",
     "python": NAME + " (a key of the saved RNG state)",

@@ -91,6 +91,12 @@ ALLOWED = {
            "and its manifest through a temporary file): nothing there comes from a checkpoint"),
     ("ckpt_browser/remote/mirror.py", "os.open"): (
         1, "writes bytes fetched into the mirror's own sparse copy, made just before"),
+    ("ckpt_browser/export/write.py", "os.open"): (
+        2, "creates export's own new files in OUT's partial folder, O_CREAT | O_EXCL: an "
+           "existing FIFO or link there fails instead of being opened"),
+    ("ckpt_browser/export/write.py", "os.scandir"): (
+        1, "whether OUT, the folder export is to write into, is empty: its first entry only, "
+           "never the whole listing, never walked"),
     ("ckpt_browser/remote/mirror.py", "os.walk"): (
         1, "walks the mirror's own cache folder (links not followed), to remove files gone "
            "from the remote; it holds at most the 20,000 files one URL may list"),

@@ -130,8 +130,7 @@ def _stats_args(p: argparse.ArgumentParser) -> None:
                    "checkpoint sound?')")
     p.add_argument("--check-constant", action="store_true", help="with --check: all-zero and "
                    "constant tensors count too (a layer that never trained, a wiped shard)")
-    p.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
-                   "which one (default the newest)")
+    _checkpoint_option(p)
     p.add_argument("--max-bytes", metavar="N", type=_byte_count, default=None,
                    help="read at most N bytes of tensor values in all (a number, or with K, M, "
                    "G or T: 700G); more reads none of them and lists them as not read "
@@ -191,8 +190,7 @@ def _export_args(p: argparse.ArgumentParser) -> None:
                    help="remove this prefix from the names (e.g. model.)")
     p.add_argument("--ema", action="store_true", help="the EMA copy of the weights, not the "
                    "model's")
-    p.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
-                   "which one (default the newest)")
+    _checkpoint_option(p)
     p.add_argument("--no-config", action="store_true", help="do not copy the checkpoint "
                    "folder's config.json, generation_config.json and tokenizer files beside "
                    "the weights")
@@ -208,6 +206,11 @@ def _browse_args(p: argparse.ArgumentParser) -> None:
                    "checkpoints opens the newest (c picks another); two paths open their diff; "
                    "none opens a bundled sample")
     _remote_options(p)
+
+
+def _checkpoint_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", metavar="NAME", help="in a folder of several checkpoints: "
+                   "which one (default the newest)")
 
 
 def _remote_options(p: argparse.ArgumentParser) -> None:

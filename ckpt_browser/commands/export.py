@@ -13,7 +13,6 @@ def cmd_export(args) -> int:
     from ckpt_browser.analysis.opened import local_path, open_path
     from ckpt_browser.export.plan import DTYPES, Options, config_folder, plan
     from ckpt_browser.export.write import (
-        INDEX,
         WriteError,
         abandon,
         configs,
@@ -61,10 +60,10 @@ def cmd_export(args) -> int:
                           "tied": {i.name: i.same_as for i in p.items if i.same_as},
                           "left_out": dict(p.left_out), "notes": p.notes}))
     else:
-        index = " and model.safetensors.index.json" if len(done.weights) > 1 else ""
+        index = f" and {done.index}" if done.index else ""
         print(f"{args.out}: {plural(done.tensors, 'tensor')}, {count(params)} params, "
               f"{size(done.nbytes)} in {plural(len(done.weights), 'safetensors file')}{index}")
-        copied = [f for f in done.files if f not in done.weights and f != INDEX]
+        copied = [f for f in done.files if f not in done.weights and f != done.index]
         if copied:
             print(f"  copied from the checkpoint: {', '.join(copied)}")
         for line in p.notes:

@@ -1,5 +1,6 @@
 """Write a Plan as safetensors files in OUT, the layout `transformers` and `safetensors` load:
-one `model.safetensors`, or `model-0000i-of-0000n.safetensors` and `model.safetensors.index.json`.
+one `model.safetensors`, or `model-0000i-of-0000n.safetensors` and `model.safetensors.index.json`
+(`diffusion_pytorch_model...` beside a diffusers config, the names diffusers loads).
 
 Everything is written inside OUT/PARTIAL first, each file read back and checked, then moved
 into OUT, the index (or the one file) last: an export stopped at any point leaves nothing in
@@ -25,7 +26,7 @@ from ckpt_browser.values.locate import Piece
 from ckpt_browser.values.read import Cancelled, ValuesError, _Fd, iter_raw
 
 PARTIAL = ".ckpt-browser-export.partial"  # inside OUT while writing
-INDEX = "model.safetensors.index.json"
+STEM = "model"  # diffusers': "diffusion_pytorch_model" (stem_for)
 # copied beside the weights from the checkpoint's folder, so OUT loads with from_pretrained
 CONFIGS = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
            "tokenizer.model", "special_tokens_map.json", "added_tokens.json", "vocab.json",
@@ -44,6 +45,7 @@ class WriteError(Exception):
 class Written:
     files: list[str]  # in OUT: the configs, the weights, the index last when there is one
     weights: list[str]  # the safetensors files
+    index: str | None  # the index's name, when there is one
     tensors: int
     nbytes: int
 
@@ -117,13 +119,27 @@ def configs(folder: str | None) -> tuple[list[tuple[str, bytes]], list[str]]:
     return found, notes
 
 
+def stem_for(extras) -> str:
+    """diffusers loads `diffusion_pytorch_model*.safetensors` beside a config of its own (one
+    that names `_diffusers_version`); everything else, transformers' `model*.safetensors`."""
+    config = dict(extras).get("config.json")
+    try:
+        doc = json.loads(config) if config else None
+    except ValueError:
+        doc = None
+    return "diffusion_pytorch_model" if isinstance(doc, dict) and \
+        "_diffusers_version" in doc else STEM
+
+
 def write(plan: Plan, out: str, max_bytes: int, progress: Progress | None = None,
           cancel: threading.Event | None = None,
           extras: list[tuple[str, bytes]] = ()) -> Written:  # type: ignore[assignment]
     shards = shards_of(plan.items, max_bytes)
     n = len(shards)
-    names = ["model.safetensors"] if n == 1 else \
-        [f"model-{k + 1:05d}-of-{n:05d}.safetensors" for k in range(n)]
+    stem = stem_for(extras)
+    names = [f"{stem}.safetensors"] if n == 1 else \
+        [f"{stem}-{k + 1:05d}-of-{n:05d}.safetensors" for k in range(n)]
+    index = f"{stem}.safetensors.index.json" if n > 1 else None
     partial = os.path.join(out, PARTIAL)
     total, done = plan.nbytes, [0]
 
@@ -137,15 +153,15 @@ def write(plan: Plan, out: str, max_bytes: int, progress: Progress | None = None
     for name, items in zip(names, shards):
         _write_file(os.path.join(partial, name), items, step, cancel)
     files = [name for name, _ in extras] + list(names)
-    if n > 1:
+    if index is not None:
         where = {i.name: f for f, items in zip(names, shards) for i in items}
         doc = {"metadata": {"total_size": total}, "weight_map": where}
-        _write_small(os.path.join(partial, INDEX), (json.dumps(doc, indent=2) + "\n").encode())
-        files.append(INDEX)
+        _write_small(os.path.join(partial, index), (json.dumps(doc, indent=2) + "\n").encode())
+        files.append(index)
     for f in files:  # the loadable name last: the one file, or the index
         os.replace(os.path.join(partial, f), os.path.join(out, f))
     os.rmdir(partial)
-    return Written(files, names, sum(len(s) for s in shards), total)
+    return Written(files, names, index, sum(len(s) for s in shards), total)
 
 
 def header(items: list[Item]) -> bytes:

@@ -27,9 +27,10 @@ def export(src, out, *flags) -> int:
 
 def exported(out: Path) -> dict[str, torch.Tensor]:
     """Every tensor of OUT, through safetensors' own loader (the index when sharded)."""
-    index = out / "model.safetensors.index.json"
-    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.exists() \
-        else ["model.safetensors"]
+    indexes = list(out.glob("*.safetensors.index.json"))
+    files = sorted(set(json.loads(indexes[0].read_text())["weight_map"].values())) if indexes \
+        else [p.name for p in out.glob("*.safetensors")]
+    assert len(indexes) <= 1 and len(files) >= 1
     got: dict[str, torch.Tensor] = {}
     for f in files:
         with safe_open(out / f, "pt") as st:
@@ -226,8 +227,10 @@ def test_ema_picks_the_ema_copy_in_a_file_and_kept_apart(tmp_path):
         out = tmp_path / folder
         assert export(run, out, *flags) == 0
         same(exported(out), load_file(ckpt / folder / "diffusion_pytorch_model.safetensors"))
-        # the config beside them is the one of the folder they came from
+        # the config beside them is the one of the folder they came from, and the weights
+        # have the name diffusers loads beside it
         assert (out / "config.json").read_bytes() == (ckpt / folder / "config.json").read_bytes()
+        assert (out / "diffusion_pytorch_model.safetensors").exists()
 
 
 def test_a_dtype_safetensors_cannot_store_is_left_out_and_said(tmp_path, capsys):

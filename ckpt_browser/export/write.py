@@ -30,7 +30,7 @@ STEM = "model"  # diffusers': "diffusion_pytorch_model" (stem_for)
 # copied beside the weights from the checkpoint's folder, so OUT loads with from_pretrained
 CONFIGS = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
            "tokenizer.model", "special_tokens_map.json", "added_tokens.json", "vocab.json",
-           "merges.txt", "chat_template.jinja", "preprocessor_config.json")
+           "merges.txt", "chat_template.jinja", "preprocessor_config.json", "adapter_config.json")
 CONFIG_BYTES = 64 * 2**20
 BLOCK = 16 * 2**20  # bytes copied or compared at a time
 
@@ -121,7 +121,10 @@ def configs(folder: str | None) -> tuple[list[tuple[str, bytes]], list[str]]:
 
 def stem_for(extras) -> str:
     """diffusers loads `diffusion_pytorch_model*.safetensors` beside a config of its own (one
-    that names `_diffusers_version`); everything else, transformers' `model*.safetensors`."""
+    that names `_diffusers_version`), PEFT `adapter_model.safetensors` beside its
+    adapter_config.json; everything else, transformers' `model*.safetensors`."""
+    if "adapter_config.json" in dict(extras):
+        return "adapter_model"
     config = dict(extras).get("config.json")
     try:
         doc = json.loads(config) if config else None

@@ -263,3 +263,12 @@ def test_zero_exports_what_deepspeeds_zero_to_fp32_gives(tmp_path, capsys, name)
     for tied, kept in doc["tied"].items():  # one storage in the checkpoint: stored once
         assert tied not in got and torch.equal(want.pop(tied), want[kept])
     same(got, want)
+
+
+def test_a_peft_adapter_keeps_peft_s_names(tmp_path):
+    """PEFT loads adapter_model.safetensors beside adapter_config.json."""
+    src = PROJECTS / "peft" / "checkpoint-4"
+    assert export(src, tmp_path / "out") == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "adapter_config.json", "adapter_model.safetensors"]
+    same(exported(tmp_path / "out"), load_file(src / "adapter_model.safetensors"))

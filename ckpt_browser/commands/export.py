@@ -35,10 +35,11 @@ def cmd_export(args) -> int:
     root, is_dir = opened.layout.root, os.path.isdir(opened.path)
     # a partial export beside its config would load, the missing weights drawn at random
     whole = not (p.left_out or p.problems)
-    folder = os.path.join(root, config_folder(p))
-    extras, said = configs(folder if is_dir and whole and not args.no_config else None)
+    extras, said = configs(root if is_dir and whole and not args.no_config else None,
+                           config_folder(p))
     p.notes.extend(said)
-    if not whole and not args.no_config and configs(root if is_dir else None)[0]:
+    if not whole and not args.no_config and configs(root if is_dir else None,
+                                                    config_folder(p))[0]:
         p.notes.append("the config is not copied beside a partial export: loading it would "
                        "fill the missing weights at random")
     created = prepare_out(args.out, root, is_dir)

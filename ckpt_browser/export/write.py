@@ -102,13 +102,22 @@ def shards_of(items: list[Item], max_bytes: int) -> list[list[Item]]:
     return out
 
 
-def configs(folder: str | None) -> tuple[list[tuple[str, bytes]], list[str]]:
-    """The model's config and tokenizer files in `folder`, read (bounded, regular files
-    only), and a note for each one left behind."""
+def configs(root: str | None, sub: str = "") -> tuple[list[tuple[str, bytes]], list[str]]:
+    """The model's config and tokenizer files, read (bounded, regular files only), from the
+    folder the weights came from (`sub` of the checkpoint folder `root`: diffusers' unet/),
+    else from `root` (a DeepSpeed global_stepN/ under the Trainer's checkpoint-N/); and a
+    note for each one left behind."""
+    if root is None:
+        return [], []
+    found = _configs(os.path.join(root, sub)) if sub else ([], [])
+    return found if found[0] or found[1] else _configs(root)
+
+
+def _configs(folder: str) -> tuple[list[tuple[str, bytes]], list[str]]:
     from ckpt_browser.readers.regular import read_small, why_unreadable
 
     found, notes = [], []
-    for name in CONFIGS if folder else ():
+    for name in CONFIGS:
         path = os.path.join(folder, name)
         if not os.path.lexists(path):
             continue

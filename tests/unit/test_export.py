@@ -272,3 +272,21 @@ def test_a_peft_adapter_keeps_peft_s_names(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "adapter_config.json", "adapter_model.safetensors"]
     same(exported(tmp_path / "out"), load_file(src / "adapter_model.safetensors"))
+
+
+def test_zero_inside_a_trainer_checkpoint_gets_the_trainer_s_config(tmp_path):
+    """The HF Trainer with DeepSpeed writes checkpoint-N/ holding global_stepN/ and latest
+    beside config.json: the weights come from the tag folder, the config from checkpoint-N/."""
+    import shutil
+
+    ckpt = tmp_path / "checkpoint-4"
+    ckpt.mkdir()
+    for name in ("config.json", "trainer_state.json", "training_args.bin"):
+        shutil.copy(SAMPLES / "hf-run3" / "checkpoint-4" / name, ckpt / name)
+    for name in ("global_step4", "latest"):
+        src = SAMPLES / "deepspeed-run" / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, ckpt / name)
+    assert export(ckpt, tmp_path / "out") == 0
+    same(exported(tmp_path / "out"),
+         load_file(Path(__file__).parents[1] / "data" / "zero_fp32" / "deepspeed-run.safetensors"))
+    assert (tmp_path / "out" / "config.json").read_bytes() == (ckpt / "config.json").read_bytes()

@@ -66,8 +66,8 @@ def run(job: ExportJob, plan, created: bool, post) -> None:
 
     from ckpt_browser.export.plan import config_folder
 
-    folder = os.path.join(layout.root, config_folder(plan))
-    extras, notes = configs(folder if os.path.isdir(layout.path) else None)
+    extras, notes = configs(layout.root if os.path.isdir(layout.path) else None,
+                            config_folder(plan))
     try:
         written = write(plan, job.out, MAX_SHARD, progress, job.cancel, extras)
     except Cancelled:

@@ -89,7 +89,7 @@ BROWSE: tuple[Key, ...] = (
         "does (model.safetensors, or shards and an index past 5 GiB, the config copied "
         "beside); a line above the footer shows how far, Esc cancels and removes what was "
         "written; a damaged or unsafe checkpoint is refused with its findings", "export",
-        palette="Export weights to safetensors"),
+        "Export", "Export weights to safetensors"),
     Key("?", "every key (this window)", "help", "All keys", "Help: keys",
         bind="question_mark"),
     Key("q", "quit", "app.quit", "Quit"),

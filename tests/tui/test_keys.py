@@ -118,6 +118,6 @@ async def test_a_wide_footer_adds_the_other_screens(sample_app):
     async with app.run_test(size=(160, 40)) as pilot:
         await loaded(app, pilot)
         line = footer_line(app)
-        for word in ("p Problems", "z Quiz", "d Diff", "l Table", "q Quit"):
+        for word in ("p Problems", "z Quiz", "d Diff", "e Export", "l Table", "q Quit"):
             assert word in line
         assert "c Checkpoints" not in line  # one checkpoint, not a folder of them

@@ -48,7 +48,7 @@ FOOTER = {
     "details": ("Filter", "Values", "Resume", "All keys", "Quit"),
     "filter": ("Clear",),  # letters type into the filter there
 }
-WIDE, EXTRA = 120, ("Problems", "Quiz", "Diff")
+WIDE, EXTRA = 120, ("Problems", "Quiz", "Diff", "Export")
 
 
 class BrowseScreen(Search, TableView, ValuesCheck, ExportAction, ForwardsWorkerErrors,

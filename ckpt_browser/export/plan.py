@@ -1,5 +1,6 @@
 """What `export` writes: every weight of a checkpoint, named as the model's state_dict names it,
-each with where its bytes are. Nothing here reads tensor bytes.
+each with where its bytes are. Tensor bytes are read only to tell a copy of a tensor that
+another file holds from a shard of it (their first 64 KiB).
 
 The names come from the same recognition as everything else (parts.tag): a Lightning
 `state_dict.`, a training dict's `model.`, a pickled module's records and the wrappers
@@ -139,9 +140,10 @@ def _zero(ckpt: Checkpoint, notes: list[str]) -> list[Item] | None:
 
 def _weights(ckpt: Checkpoint, opts: Options, notes: list[str]) -> list[Item]:
     """Every file's weights (or its EMA), under their parameter names; the first file that
-    holds a name gives it."""
+    holds a name gives it, unless another file holds a different tensor under that name
+    (tensor-parallel shards: not joined, so left out)."""
     by_loc = {(loc.file, loc.name): loc for loc in all_locs(ckpt)}
-    seen: dict[str, str] = {}  # name -> the file it came from
+    first: dict[str, int] = {}  # name -> its item
     items: list[Item] = []
     twice = 0
     for f in ckpt.files:
@@ -149,15 +151,42 @@ def _weights(ckpt: Checkpoint, opts: Options, notes: list[str]) -> list[Item]:
             loc = by_loc.get((f.name, t.name))
             if loc is None or loc.placeholder:
                 continue
-            if name in seen:
-                twice += 1
+            if name not in first:
+                first[name] = len(items)
+                items.append(Item(name, loc, tuple(loc.shape), loc.dtype))
                 continue
-            seen[name] = f.name
-            items.append(Item(name, loc, tuple(loc.shape), loc.dtype))
+            twice += 1
+            kept = items[first[name]]
+            why = _differs(kept.loc, loc)
+            if why and not kept.loc.problem:
+                items[first[name]] = replace(kept, loc=replace(kept.loc, pieces=(), problem=(
+                    f"{kept.loc.file} and {loc.file} hold different tensors under this name "
+                    f"({why}): shards of one (tensor parallel?), which export does not join")))
     if twice:
-        notes.append(f"{twice:,} weight(s) held by more than one file: each taken from the "
-                     "first file that holds it")
+        notes.append(f"{twice:,} weight(s) held by more than one file: taken from the first "
+                     "file, after checking the copies have its shape, dtype and first bytes")
     return items
+
+
+HEAD = 64 * 1024  # bytes of two copies compared: shards of one tensor differ from the start
+
+
+def _differs(a: TensorLoc, b: TensorLoc) -> str:
+    """Why two tensors of one name are not copies of each other ("" when they look alike):
+    shape, dtype, or their first bytes (a replicated LayerNorm is equal in every shard)."""
+    if (a.shape, a.dtype) != (b.shape, b.dtype):
+        return f"{a.dtype} {list(a.shape)} and {b.dtype} {list(b.shape)}"
+    if a.problem or b.problem:
+        return ""
+    from ckpt_browser.values.read import ValuesError, iter_raw
+
+    try:
+        heads = [next(iter(iter_raw(x, HEAD)), (None, None))[1] for x in (a, b)]
+    except ValuesError as e:
+        return f"unreadable: {e}"
+    if heads[0] is None or heads[1] is None:
+        return ""
+    return "" if heads[0].tobytes() == heads[1].tobytes() else "their values differ"
 
 
 def _named(f: FileInfo, ema: bool) -> list[tuple[str, object]]:

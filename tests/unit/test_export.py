@@ -290,3 +290,45 @@ def test_zero_inside_a_trainer_checkpoint_gets_the_trainer_s_config(tmp_path):
     same(exported(tmp_path / "out"),
          load_file(Path(__file__).parents[1] / "data" / "zero_fp32" / "deepspeed-run.safetensors"))
     assert (tmp_path / "out" / "config.json").read_bytes() == (ckpt / "config.json").read_bytes()
+
+
+def test_tensor_parallel_shards_are_not_taken_for_copies(tmp_path, capsys):
+    """Megatron's legacy format at TP 2 (mp_rank_00/, mp_rank_01/): the same names in both
+    files, the matrices split in halves, the LayerNorms replicated. A shard is never exported
+    as if it were the whole tensor; a replicated tensor is."""
+    import shutil
+
+    run = tmp_path / "megatron-run"
+    shutil.copytree(SAMPLES / "megatron-run", run)
+    rank0 = run / "iter_0000004" / "mp_rank_00" / "model_optim_rng.pt"
+    # our own sample (numpy and argparse objects beside the weights, which weights_only refuses)
+    state = torch.load(rank0, weights_only=False)
+    halves: dict[int, dict] = {0: {}, 1: {}}
+    split, whole = [], []
+
+    def shard(tree: dict, rank: int) -> dict:
+        out = {}
+        for k, v in tree.items():
+            if isinstance(v, dict):
+                out[k] = shard(v, rank)
+            elif isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape[0] % 2 == 0:
+                out[k] = v.chunk(2)[rank].clone()
+                (split if rank == 0 else []).append(k)
+            else:
+                out[k] = v
+                (whole if rank == 0 and isinstance(v, torch.Tensor) else []).append(k)
+        return out
+
+    for rank in (0, 1):
+        halves[rank] = dict(state, model=shard(state["model"], rank))
+    (run / "iter_0000004" / "mp_rank_01").mkdir()
+    torch.save(halves[0], rank0)
+    torch.save(halves[1], run / "iter_0000004" / "mp_rank_01" / "model_optim_rng.pt")
+    assert split and whole
+    assert export(run, tmp_path / "out") == 5
+    assert "hold different tensors under this name" in capsys.readouterr().err
+    assert export(run, tmp_path / "out", "--partial", "--json") == 5
+    doc = json.loads(capsys.readouterr().out)
+    got = exported(tmp_path / "out")
+    assert all(t.dim() != 2 for t in got.values())  # no half matrix passed off as whole
+    assert len(doc["left_out"]) == len(split) and len(got) == len(whole)

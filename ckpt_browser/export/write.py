@@ -134,13 +134,9 @@ def stem_for(extras) -> str:
     adapter_config.json; everything else, transformers' `model*.safetensors`."""
     if "adapter_config.json" in dict(extras):
         return "adapter_model"
-    config = dict(extras).get("config.json")
-    try:
-        doc = json.loads(config) if config else None
-    except ValueError:
-        doc = None
-    return "diffusion_pytorch_model" if isinstance(doc, dict) and \
-        "_diffusers_version" in doc else STEM
+    # the key in its bytes, not a parse: a config nested 100,000 deep is still only data
+    config = dict(extras).get("config.json") or b""
+    return "diffusion_pytorch_model" if b'"_diffusers_version"' in config else STEM
 
 
 def write(plan: Plan, out: str, max_bytes: int, progress: Progress | None = None,

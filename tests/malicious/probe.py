@@ -2,8 +2,9 @@
 
     python -m tests.malicious.probe RESULT.json PATH [STATS_NAME ...]
 
-Steps, each under its own alarm: `inspect --json`, `check --json`, `stats --json NAMES` (through
-`ckpt_browser.cli.main`, as the console script runs them) and a TUI pilot session (make_app on
+Steps, each under its own alarm: `inspect --json`, `check --json`, `stats --json NAMES`,
+`export PATH OUT --partial` into a throwaway folder (through `ckpt_browser.cli.main`, as the
+console script runs them) and a TUI pilot session (make_app on
 open_layout, as tests/tui do): wait for the workers, open the problems screen, the training
 view and the resume check, quit. The result file is rewritten after every step, so a step that
 hangs or kills the process still leaves the earlier ones. The test that starts this process
@@ -20,8 +21,10 @@ import io
 import json
 import os
 import resource
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 
@@ -151,6 +154,10 @@ def main(argv: list[str]) -> None:
     results["check"] = _cli(["check", "--json", path])
     save()
     results["stats"] = _cli(["stats", path, "--json", *names])
+    save()
+    out = tempfile.mkdtemp(prefix="probe-export-")  # not the working folder: it stays empty
+    results["export"] = _cli(["export", path, os.path.join(out, "out"), "--partial"])
+    shutil.rmtree(out, ignore_errors=True)
     save()
     results["tui"] = _tui(path)
     results["done"] = True

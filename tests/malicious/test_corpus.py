@@ -231,7 +231,7 @@ def _step(t, sandbox, name: str) -> tuple[dict, Path]:
     run, steps, cwd = probe(t, sandbox)
     step = steps.get(name)
     if step is None:
-        last = [k for k in ("check", "stats", "tui") if k in steps]
+        last = [k for k in ("check", "stats", "export", "tui") if k in steps]
         why = f"the probe process ended with {run.rc} after {run.seconds} s"
         raise AssertionError(f"{name} never finished: {why}, during the step after "
                              f"{last[-1] if last else 'start-up'}; peak {run.maxrss_mb} MB; "
@@ -284,6 +284,20 @@ def test_stats(case_id, sandbox, corpus_before):
     run = _as_run(step)
     assert_cli(t, "stats", run)
     assert step["maxrss_mb"] < MAX_RSS_MB, f"stats peaked at {step['maxrss_mb']} MB"
+    assert_harmless(t, cwd, sandbox, corpus_before)
+
+
+@pytest.mark.parametrize("case_id", IDS)
+def test_export(case_id, sandbox, corpus_before):
+    """`export PATH OUT --partial`: what can be read is written, nothing runs, no bug, one line
+    on stderr at most, within the step's time and the probe's memory."""
+    t = target(case_id, sandbox)
+    step, cwd = _step(t, sandbox, "export")
+    run = _as_run(step)
+    assert run.rc not in ("hang", "raised"), f"export: {run.rc}: {run.error}"
+    assert run.rc in {0, 2, 5, 7}, f"export: {_said(run)}"
+    assert len(run.err.strip().splitlines()) <= 1, f"export stderr: {run.err[:600]!r}"
+    assert run.seconds < STEP_SECONDS, f"export took {run.seconds} s"
     assert_harmless(t, cwd, sandbox, corpus_before)
 
 

@@ -17,6 +17,7 @@ def cmd_export(args) -> int:
         abandon,
         configs,
         prepare_out,
+        room_for,
         write,
     )
     from ckpt_browser.report.words import count, plural, size
@@ -32,6 +33,11 @@ def cmd_export(args) -> int:
     if refused:
         _say_refused(where, p)
         return ExitCode.DAMAGED
+    try:
+        room_for(args.out, p.nbytes)  # the configs beside are small
+    except WriteError as e:
+        error(str(e))
+        return ExitCode.WRITE_FAILED
     root, is_dir = opened.layout.root, os.path.isdir(opened.path)
     # a partial export beside its config would load, the missing weights drawn at random
     whole = not (p.left_out or p.problems)

@@ -75,6 +75,23 @@ def prepare_out(out: str, source_root: str, source_is_dir: bool) -> bool:
     return created
 
 
+def room_for(out: str, nbytes: int) -> None:
+    """WriteError when the file system OUT is on has less free space than the export needs:
+    said before writing, not after half an hour of it."""
+    where = os.path.abspath(out)
+    while not os.path.isdir(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return  # no answer: the writes will say
+    if free < nbytes:
+        from ckpt_browser.report.words import size
+
+        raise WriteError(f"{out}: the export needs {size(nbytes)}, and {where} has "
+                         f"{size(free)} free")
+
+
 def abandon(out: str, created: bool) -> None:
     """After a failure: the partial files go, and OUT too if this export made it."""
     shutil.rmtree(os.path.join(out, PARTIAL), ignore_errors=True)

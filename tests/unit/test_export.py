@@ -332,3 +332,15 @@ def test_tensor_parallel_shards_are_not_taken_for_copies(tmp_path, capsys):
     got = exported(tmp_path / "out")
     assert all(t.dim() != 2 for t in got.values())  # no half matrix passed off as whole
     assert len(doc["left_out"]) == len(split) and len(got) == len(whole)
+
+
+def test_no_room_is_said_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 1000, 1000))
+    assert export(SAMPLES / "tiny-llama-run" / "checkpoint-6", tmp_path / "out") == 7
+    err = capsys.readouterr().err
+    assert "the export needs 104.6 KiB" in err and "1000 Bytes free" in err
+    assert not (tmp_path / "out").exists()

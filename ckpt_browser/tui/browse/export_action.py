@@ -112,7 +112,7 @@ class ExportAction:
     def _export_to(self, out: str | None) -> None:
         from ckpt_browser.errors import CheckpointError
         from ckpt_browser.export.plan import Options, plan
-        from ckpt_browser.export.write import prepare_out
+        from ckpt_browser.export.write import WriteError, prepare_out, room_for
 
         if not out:
             return
@@ -128,8 +128,9 @@ class ExportAction:
                                       "the readable weights)"),
                             title="Export", severity="error", timeout=15, markup=False)
                 return
+            room_for(out, p.nbytes)
             created = prepare_out(out, layout.root, os.path.isdir(layout.path))
-        except CheckpointError as e:
+        except (CheckpointError, WriteError) as e:
             self.notify(printable(str(e)), title="Export", severity="error", timeout=10,
                         markup=False)
             return

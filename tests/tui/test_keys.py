@@ -121,3 +121,16 @@ async def test_a_wide_footer_adds_the_other_screens(sample_app):
         for word in ("p Problems", "z Quiz", "d Diff", "e Export", "l Table", "q Quit"):
             assert word in line
         assert "c Checkpoints" not in line  # one checkpoint, not a folder of them
+
+
+async def test_a_window_s_footer_shows_its_own_keys(sample_app):
+    """Under a window the screen's keys do nothing: its footer says the window's instead."""
+    app = sample_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(app, pilot)
+        line = await footer_after(app, pilot, "r")  # the resume window
+        assert "f All files" in line and "esc Close" in line and "Filter" not in line
+        line = await footer_after(app, pilot, "escape", "p")  # the problems window
+        assert "esc Close" in line and "Filter" not in line
+        line = await footer_after(app, pilot, "escape")
+        assert "/ Filter" in line

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Footer, Input, Static
 
 from ckpt_browser.tui.keys import Key
 
@@ -20,14 +20,18 @@ T = TypeVar("T")
 
 class CloseableModal(ModalScreen[T], Generic[T]):
     """Esc and q close it (q must never quit the app from a window), and so does the key
-    that opened it (`also_closes`)."""
+    that opened it (`also_closes`). Its own footer covers the screen's below, whose keys do
+    not work while it is open: it shows the window's keys (`esc Close`, its BINDINGS)."""
 
     also_closes: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         super().__init__()
         for key in ("escape", "q", *self.also_closes):
-            self._bindings.bind(key, "close", "Close", show=False)
+            self._bindings.bind(key, "close", "Close", show=key == "escape")
+
+    def on_mount(self) -> None:
+        self.mount(Footer(compact=True))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -11,7 +11,7 @@ from ckpt_browser.tui.app import make_app
 from ckpt_browser.tui.browse import values_check
 from ckpt_browser.tui.browse.details import Details
 from ckpt_browser.tui.browse.summary import Summary
-from ckpt_browser.tui.browse.values_check import CheckBar
+from ckpt_browser.tui.browse.values_check import ProgressLine
 from ckpt_browser.tui.browse.values_panel import ValuesPanel
 from ckpt_browser.tui.common.problems import ProblemsScreen
 from ckpt_browser.values import stats as values_stats
@@ -114,7 +114,7 @@ async def test_check_finds_exactly_the_planted_tensors(tmp_path, monkeypatch):
         assert found == {"a.safetensors": "values of a.nan: 3 NaN (found by reading them)",
                          "b.safetensors": "values of b.inf: 1 Inf (found by reading them)"}
         assert all(p.severity == "warning" for p in app.screen.model.problems)
-        assert not app.query_one(CheckBar).has_class("-running")
+        assert not app.query_one(ProgressLine).has_class("-running")
         await pilot.press("p")
         listed = problems_text(app)
         assert "a.safetensors: values of a.nan" in listed
@@ -175,7 +175,7 @@ async def test_esc_cancels_the_check_keeping_what_was_found(tmp_path, monkeypatc
     async with app.run_test(size=(100, 40)) as pilot:
         await loaded(app, pilot)
         await pilot.press("exclamation_mark")
-        bar = app.query_one(CheckBar)
+        bar = app.query_one(ProgressLine)
         job = app.screen._check
         for _ in range(3000):  # until the second tensor is being read (it waits there)
             if job.tensors == 1 and len(held) == 2:

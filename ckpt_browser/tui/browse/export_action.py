@@ -19,7 +19,7 @@ from textual.message import Message
 from ckpt_browser.escape import printable
 from ckpt_browser.report.words import plural, size
 from ckpt_browser.tui.browse.model import BrowseModel
-from ckpt_browser.tui.browse.values_check import CheckBar
+from ckpt_browser.tui.browse.values_check import ProgressLine
 from ckpt_browser.tui.common.workers import ForLoad
 
 MAX_SHARD = 5 * 2**30  # the command's default
@@ -171,7 +171,7 @@ class ExportAction:
         bars = self.query("#export-bar")
         if not bars:  # unmounting
             return
-        bar, job = bars.first(CheckBar), self._export
+        bar, job = bars.first(ProgressLine), self._export
         bar.set_class(job is not None, "-running")
         if job is None:
             return

@@ -32,7 +32,7 @@ from ckpt_browser.tui.browse.summary import Summary, matched_sums
 from ckpt_browser.tui.browse.table import TableView, TensorTable
 from ckpt_browser.tui.browse.timeline import TimelineScreen
 from ckpt_browser.tui.browse.tree import CheckpointTree
-from ckpt_browser.tui.browse.values_check import CheckBar, ValuesCheck
+from ckpt_browser.tui.browse.values_check import ProgressLine, ValuesCheck
 from ckpt_browser.tui.common.filter_input import FilterInput
 from ckpt_browser.tui.common.help import HelpScreen
 from ckpt_browser.tui.common.modals import PathPrompt
@@ -72,8 +72,8 @@ class BrowseScreen(Search, TableView, ValuesCheck, ExportAction, ForwardsWorkerE
             yield CheckpointTree(self.model, id="tree")
             yield TensorTable(id="table")  # l: instead of the tree, the details below it
             yield Details(self.model, id="details")
-        yield CheckBar(id="check-bar")  # `!`: how far checking every tensor's values is
-        yield CheckBar(id="export-bar")  # `e`: how far the export is
+        yield ProgressLine(id="check-bar")  # `!`: how far checking every tensor's values is
+        yield ProgressLine(id="export-bar")  # `e`: how far the export is
         yield FilterInput(lambda: self.main_pane, id="filter")
         yield Footer(compact=True)
 

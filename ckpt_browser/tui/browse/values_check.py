@@ -26,12 +26,12 @@ from ckpt_browser.tui.common.workers import ForLoad, current_load
 PROGRESS_EVERY = 0.1  # seconds between progress messages
 
 
-class CheckBar(Static):
-    """One line above the footer while the check runs."""
+class ProgressLine(Static):
+    """One line above the footer while a long job runs: the values check, an export."""
 
     DEFAULT_CSS = """
-    CheckBar { height: auto; padding: 0 1; background: $boost; display: none; }
-    CheckBar.-running { display: block; }
+    ProgressLine { height: auto; padding: 0 1; background: $boost; display: none; }
+    ProgressLine.-running { display: block; }
     """
 
 
@@ -227,7 +227,7 @@ class ValuesCheck:
         return files
 
     def _show_check(self) -> None:
-        bars = self.query(CheckBar)
+        bars = self.query(ProgressLine)
         if not bars:  # unmounting
             return
         bar, job = bars.first(), self._check

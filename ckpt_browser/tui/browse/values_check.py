@@ -227,10 +227,10 @@ class ValuesCheck:
         return files
 
     def _show_check(self) -> None:
-        bars = self.query(ProgressLine)
+        bars = self.query("#check-bar")  # not the export's line
         if not bars:  # unmounting
             return
-        bar, job = bars.first(), self._check
+        bar, job = bars.first(ProgressLine), self._check
         bar.set_class(job is not None, "-running")
         if job is None:
             return

@@ -13,6 +13,7 @@ def cmd_export(args) -> int:
     from ckpt_browser.analysis.opened import local_path, open_path
     from ckpt_browser.export.plan import DTYPES, Options, config_folder, plan
     from ckpt_browser.export.write import (
+        NoRoom,
         WriteError,
         abandon,
         configs,
@@ -35,8 +36,8 @@ def cmd_export(args) -> int:
         return ExitCode.DAMAGED
     try:
         room_for(args.out, p.nbytes)  # the configs beside are small
-    except WriteError as e:
-        error(str(e))
+    except NoRoom as e:
+        error(no_room(e))
         return ExitCode.WRITE_FAILED
     root, is_dir = opened.layout.root, os.path.isdir(opened.path)
     # a partial export beside its config would load, the missing weights drawn at random
@@ -82,6 +83,12 @@ def cmd_export(args) -> int:
              f"(--partial); {alarms.phrase(p.problems) or 'the source has problems'}")
         return ExitCode.DAMAGED
     return ExitCode.OK
+
+
+def no_room(e) -> str:
+    from ckpt_browser.report.words import size
+
+    return f"{e.out}: the export needs {size(e.needed)}, and {e.where} has {size(e.free)} free"
 
 
 def _refusal(p, partial: bool) -> bool:

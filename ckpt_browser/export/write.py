@@ -75,8 +75,17 @@ def prepare_out(out: str, source_root: str, source_is_dir: bool) -> bool:
     return created
 
 
+class NoRoom(WriteError):
+    """Less free space where OUT goes than the export needs."""
+
+    def __init__(self, out: str, needed: int, where: str, free: int) -> None:
+        super().__init__(f"{out}: the export needs {needed:,} bytes, and {where} has "
+                         f"{free:,} free")
+        self.out, self.needed, self.where, self.free = out, needed, where, free
+
+
 def room_for(out: str, nbytes: int) -> None:
-    """WriteError when the file system OUT is on has less free space than the export needs:
+    """NoRoom when the file system OUT is on has less free space than the export needs:
     said before writing, not after half an hour of it."""
     where = os.path.abspath(out)
     while not os.path.isdir(where) and os.path.dirname(where) != where:
@@ -86,10 +95,7 @@ def room_for(out: str, nbytes: int) -> None:
     except OSError:
         return  # no answer: the writes will say
     if free < nbytes:
-        from ckpt_browser.report.words import size
-
-        raise WriteError(f"{out}: the export needs {size(nbytes)}, and {where} has "
-                         f"{size(free)} free")
+        raise NoRoom(out, nbytes, where, free)
 
 
 def abandon(out: str, created: bool) -> None:

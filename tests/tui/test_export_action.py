@@ -73,3 +73,19 @@ async def test_esc_cancels_and_leaves_nothing(sample_app, tmp_path, monkeypatch)
         told = [n.message for n in app._notifications]
     assert any("cancelled: nothing left" in m for m in told), told
     assert not (tmp_path / "out").exists()
+
+
+async def test_too_little_room_is_said_before_anything_is_written(sample_app, tmp_path,
+                                                                  monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 1000, 1000))
+    app = sample_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(app, pilot)
+        await type_folder(app, pilot, tmp_path / "out")
+        told = [n.message for n in app._notifications]
+    assert any("it needs 104.6 KiB" in m and "1000 Bytes free" in m for m in told), told
+    assert not (tmp_path / "out").exists()

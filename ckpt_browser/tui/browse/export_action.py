@@ -112,7 +112,7 @@ class ExportAction:
     def _export_to(self, out: str | None) -> None:
         from ckpt_browser.errors import CheckpointError
         from ckpt_browser.export.plan import Options, plan
-        from ckpt_browser.export.write import WriteError, prepare_out, room_for
+        from ckpt_browser.export.write import NoRoom, prepare_out, room_for
 
         if not out:
             return
@@ -130,7 +130,12 @@ class ExportAction:
                 return
             room_for(out, p.nbytes)
             created = prepare_out(out, layout.root, os.path.isdir(layout.path))
-        except (CheckpointError, WriteError) as e:
+        except NoRoom as e:
+            self.notify(printable(f"Not exported: it needs {size(e.needed)}, and {e.where} "
+                                  f"has {size(e.free)} free"), title="Export",
+                        severity="error", timeout=10, markup=False)
+            return
+        except CheckpointError as e:
             self.notify(printable(str(e)), title="Export", severity="error", timeout=10,
                         markup=False)
             return

@@ -43,7 +43,7 @@ def cmd_export(args) -> int:
     # a partial export beside its config would load, the missing weights drawn at random
     whole = not (p.left_out or p.problems)
     extras, said = configs(root if is_dir and whole and not args.no_config else None,
-                           config_folder(p))
+                           config_folder(p), p.adapter)
     p.notes.extend(said)
     if not whole and not args.no_config and configs(root if is_dir else None,
                                                     config_folder(p))[0]:

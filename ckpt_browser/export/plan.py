@@ -46,6 +46,11 @@ class Plan:
     problems: list[Problem]  # the source's error-level problems (damaged, unsafe)
 
     @property
+    def adapter(self) -> bool:
+        """Only a LoRA adapter's tensors: written under PEFT's names (write.stem_for)."""
+        return bool(self.items) and all(is_lora(i.name) for i in self.items)
+
+    @property
     def nbytes(self) -> int:
         return sum(out_bytes(i) for i in self.items if i.same_as is None)
 
@@ -64,7 +69,7 @@ def plan(ckpt: Checkpoint, opts: Options, where: str) -> Plan:
     notes: list[str] = []
     items = _zero(ckpt, notes) if not opts.ema else None
     if items is None:
-        items = _weights(ckpt, opts, notes)
+        items = _without_adapters(_weights(ckpt, opts, notes), notes)
     items = _select(items, opts, where)
     items = _tie(items, notes)
     if opts.dtype:
@@ -166,6 +171,24 @@ def _weights(ckpt: Checkpoint, opts: Options, notes: list[str]) -> list[Item]:
         notes.append(f"{twice:,} weight(s) held by more than one file: taken from the first "
                      "file, after checking the copies have its shape, dtype and first bytes")
     return items
+
+
+def is_lora(name: str) -> bool:
+    return "lora_" in name.lower()  # PEFT's lora_A/lora_B, torchtune's lora_a/lora_b
+
+
+def _without_adapters(items: list[Item], notes: list[str]) -> list[Item]:
+    """A LoRA adapter saved beside the model it trained (torchtune's adapter_model.pt beside
+    the merged model): the model is the export; the adapter, a file of its own, is said."""
+    by_file: dict[str, list[Item]] = {}
+    for i in items:
+        by_file.setdefault(i.loc.file, []).append(i)
+    adapters = [f for f, held in by_file.items() if all(is_lora(i.name) for i in held)]
+    if not adapters or len(adapters) == len(by_file):
+        return items
+    notes.append(f"{', '.join(adapters)}: a LoRA adapter beside the model, left out (export "
+                 "that file alone for the adapter)")
+    return [i for i in items if i.loc.file not in adapters]
 
 
 HEAD = 64 * 1024  # bytes of two copies compared: shards of one tensor differ from the start

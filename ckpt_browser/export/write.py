@@ -125,22 +125,24 @@ def shards_of(items: list[Item], max_bytes: int) -> list[list[Item]]:
     return out
 
 
-def configs(root: str | None, sub: str = "") -> tuple[list[tuple[str, bytes]], list[str]]:
+def configs(root: str | None, sub: str = "", adapter: bool = False
+            ) -> tuple[list[tuple[str, bytes]], list[str]]:
     """The model's config and tokenizer files, read (bounded, regular files only), from the
     folder the weights came from (`sub` of the checkpoint folder `root`: diffusers' unet/),
     else from `root` (a DeepSpeed global_stepN/ under the Trainer's checkpoint-N/); and a
     note for each one left behind."""
     if root is None:
         return [], []
-    found = _configs(os.path.join(root, sub)) if sub else ([], [])
-    return found if found[0] or found[1] else _configs(root)
+    found = _configs(os.path.join(root, sub), adapter) if sub else ([], [])
+    return found if found[0] or found[1] else _configs(root, adapter)
 
 
-def _configs(folder: str) -> tuple[list[tuple[str, bytes]], list[str]]:
+def _configs(folder: str, adapter: bool) -> tuple[list[tuple[str, bytes]], list[str]]:
     from ckpt_browser.readers.regular import read_small, why_unreadable
 
     found, notes = [], []
-    for name in CONFIGS:
+    # adapter_config.json beside a whole model would make transformers load it as an adapter
+    for name in (n for n in CONFIGS if adapter or n != "adapter_config.json"):
         path = os.path.join(folder, name)
         if not os.path.lexists(path):
             continue
@@ -151,11 +153,11 @@ def _configs(folder: str) -> tuple[list[tuple[str, bytes]], list[str]]:
     return found, notes
 
 
-def stem_for(extras) -> str:
+def stem_for(extras, adapter: bool) -> str:
     """diffusers loads `diffusion_pytorch_model*.safetensors` beside a config of its own (one
-    that names `_diffusers_version`), PEFT `adapter_model.safetensors` beside its
-    adapter_config.json; everything else, transformers' `model*.safetensors`."""
-    if "adapter_config.json" in dict(extras):
+    that names `_diffusers_version`), PEFT an adapter as `adapter_model.safetensors`;
+    everything else, transformers' `model*.safetensors`."""
+    if adapter:
         return "adapter_model"
     # the key in its bytes, not a parse: a config nested 100,000 deep is still only data
     config = dict(extras).get("config.json") or b""
@@ -167,7 +169,7 @@ def write(plan: Plan, out: str, max_bytes: int, progress: Progress | None = None
           extras: list[tuple[str, bytes]] = ()) -> Written:  # type: ignore[assignment]
     shards = shards_of(plan.items, max_bytes)
     n = len(shards)
-    stem = stem_for(extras)
+    stem = stem_for(extras, plan.adapter)
     names = [f"{stem}.safetensors"] if n == 1 else \
         [f"{stem}-{k + 1:05d}-of-{n:05d}.safetensors" for k in range(n)]
     index = f"{stem}.safetensors.index.json" if n > 1 else None

@@ -344,3 +344,19 @@ def test_no_room_is_said_before_anything_is_written(tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert "the export needs 104.6 KiB" in err and "1000 Bytes free" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("sample", ["tiny-llama-release", "hf-run3/checkpoint-6",
+                                    "hf-multirank/checkpoint-4", "torchtune-full/epoch_1",
+                                    "torchtune-lora/epoch_1"])
+def test_every_sample_with_a_config_loads_with_transformers(tmp_path, sample):
+    """from_pretrained(OUT) equals from_pretrained of the checkpoint itself. torchtune's LoRA
+    epoch holds the merged model and its adapter: the model is exported, without the adapter
+    (and without adapter_config.json, which would make transformers load OUT as an adapter)."""
+    from transformers import AutoModelForCausalLM
+
+    assert export(SAMPLES / sample, tmp_path / "out") == 0
+    assert not (tmp_path / "out" / "adapter_config.json").exists()
+    a = AutoModelForCausalLM.from_pretrained(SAMPLES / sample).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(tmp_path / "out").state_dict()
+    assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)

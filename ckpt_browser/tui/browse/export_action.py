@@ -67,7 +67,7 @@ def run(job: ExportJob, plan, created: bool, post) -> None:
     from ckpt_browser.export.plan import config_folder
 
     extras, notes = configs(layout.root if os.path.isdir(layout.path) else None,
-                            config_folder(plan))
+                            config_folder(plan), plan.adapter)
     try:
         written = write(plan, job.out, MAX_SHARD, progress, job.cancel, extras)
     except Cancelled:

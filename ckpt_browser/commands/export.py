@@ -30,8 +30,7 @@ def cmd_export(args) -> int:
     opts = Options(DTYPES.get(args.dtype), args.include, args.exclude, args.strip_prefix,
                    args.ema)
     p = plan(opened.checkpoint, opts, where)
-    refused = _refusal(p, args.partial)
-    if refused:
+    if not p.whole and not args.partial:
         _say_refused(where, p)
         return ExitCode.DAMAGED
     try:
@@ -40,13 +39,11 @@ def cmd_export(args) -> int:
         error(no_room(e))
         return ExitCode.WRITE_FAILED
     root, is_dir = opened.layout.root, os.path.isdir(opened.path)
-    # a partial export beside its config would load, the missing weights drawn at random
-    whole = not (p.left_out or p.problems)
-    extras, said = configs(root if is_dir and whole and not args.no_config else None,
-                           config_folder(p), p.adapter)
+    found, said = configs(root if is_dir and not args.no_config else None, config_folder(p),
+                          p.adapter)
     p.notes.extend(said)
-    if not whole and not args.no_config and configs(root if is_dir else None,
-                                                    config_folder(p))[0]:
+    extras = found if p.whole else []
+    if found and not p.whole:  # it would load, the missing weights drawn at random
         p.notes.append("the config is not copied beside a partial export: loading it would "
                        "fill the missing weights at random")
     created = prepare_out(args.out, root, is_dir)
@@ -61,7 +58,7 @@ def cmd_export(args) -> int:
     except BaseException:
         abandon(args.out, created)  # Ctrl-C: no partial files left behind either
         raise
-    params = sum(_numel(i.shape) for i in p.items if i.same_as is None)
+    params = p.params
     if args.json:
         print(json.dumps({"source": where, "out": args.out, "files": done.files,
                           "tensors": done.tensors, "params": params, "bytes": done.nbytes,
@@ -78,7 +75,7 @@ def cmd_export(args) -> int:
             print(f"  note: {line}")
         for name, why in p.left_out:
             print(f"  left out: {name}: {why}")
-    if p.left_out or p.problems:
+    if not p.whole:
         note(f"{where}: exported without {plural(len(p.left_out), 'tensor')} "
              f"(--partial); {alarms.phrase(p.problems) or 'the source has problems'}")
         return ExitCode.DAMAGED
@@ -91,10 +88,6 @@ def no_room(e) -> str:
     return f"{e.out}: the export needs {size(e.needed)}, and {e.where} has {size(e.free)} free"
 
 
-def _refusal(p, partial: bool) -> bool:
-    return bool((p.problems or p.left_out) and not partial)
-
-
 def _say_refused(where: str, p) -> None:
     said = alarms.phrase(p.problems)
     error(f"{where}: not exported: {said + ', ' if said else ''}"
@@ -104,10 +97,3 @@ def _say_refused(where: str, p) -> None:
         note(f"  {problem.line()}")
     for name, why in p.left_out[:20]:
         note(f"  {name}: {why}")
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n

@@ -11,6 +11,7 @@ weights, rebuilt from the optimizer's partitions (export.zero).
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 from dataclasses import dataclass, field, replace
 
@@ -46,6 +47,15 @@ class Plan:
     problems: list[Problem]  # the source's error-level problems (damaged, unsafe)
 
     @property
+    def whole(self) -> bool:
+        """Every weight can be written and the source has no error-level problem."""
+        return not (self.left_out or self.problems)
+
+    @property
+    def params(self) -> int:
+        return sum(math.prod(i.shape) for i in self.items if i.same_as is None)
+
+    @property
     def adapter(self) -> bool:
         """Only a LoRA adapter's tensors: written under PEFT's names (write.stem_for)."""
         return bool(self.items) and all(is_lora(i.name) for i in self.items)
@@ -58,10 +68,7 @@ class Plan:
 def out_bytes(item: Item) -> int:
     from ckpt_browser.readers.pickle_safe import ITEMSIZE
 
-    n = 1
-    for d in item.shape:
-        n *= d
-    return n * ITEMSIZE.get(item.dtype, 1)
+    return math.prod(item.shape) * ITEMSIZE.get(item.dtype, 1)
 
 
 def plan(ckpt: Checkpoint, opts: Options, where: str) -> Plan:
@@ -94,15 +101,12 @@ def _storable(i: Item) -> Item:
 
 def _short(i: Item) -> Item:
     """A tensor whose bytes run past the end of its file (a truncated shard) is left out."""
-    for p in i.loc.pieces:
-        try:
-            end = os.stat(p.path).st_size
-        except OSError:
-            continue  # remote, or gone: reading it says why
-        if p.offset + p.length > end:
-            return replace(i, loc=replace(i.loc, pieces=(), problem=(
-                f"{os.path.basename(p.path)} ends at byte {end:,}, before its bytes "
-                f"(truncated)")))
+    from ckpt_browser.values.read import ValuesError, check_ends
+
+    try:
+        check_ends(i.loc)
+    except ValuesError as e:
+        return replace(i, loc=replace(i.loc, pieces=(), problem=str(e)))
     return i
 
 
@@ -122,9 +126,12 @@ def _unread_index_names(ckpt: Checkpoint, have: set[str], opts: Options
             if name not in have and file not in read and _wanted(name, opts)]
 
 
+def _stripped(name: str, opts: Options) -> str:
+    return name.removeprefix(opts.strip_prefix) if opts.strip_prefix else name
+
+
 def _wanted(name: str, opts: Options) -> bool:
-    if opts.strip_prefix and name.startswith(opts.strip_prefix):
-        name = name[len(opts.strip_prefix):]
+    name = _stripped(name, opts)
     return (not opts.include or any(fnmatch.fnmatchcase(name, g) for g in opts.include)) \
         and not any(fnmatch.fnmatchcase(name, g) for g in opts.exclude)
 
@@ -232,9 +239,7 @@ def _select(items: list[Item], opts: Options, where: str) -> list[Item]:
     for i in items:
         if not _wanted(i.name, opts):
             continue
-        name = i.name
-        if opts.strip_prefix and name.startswith(opts.strip_prefix):
-            name = name[len(opts.strip_prefix):]
+        name = _stripped(i.name, opts)
         out.append(replace(i, name=name) if name != i.name else i)
     if items and not out:
         raise UsageError(where, "--include/--exclude leave no tensor to export")

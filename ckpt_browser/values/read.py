@@ -128,7 +128,7 @@ def iter_raw(loc: TensorLoc, block_bytes: int | None = None,
     if loc.numel == 0:
         return
     if loc.stride is not None:  # a view's piece spans its storage, not numel elements
-        _check_ends(loc)
+        check_ends(loc)
         for t in _strided(loc, loc.pieces[0], dtype, itemsize, block, cancel):
             yield None, t
         return
@@ -137,7 +137,7 @@ def iter_raw(loc: TensorLoc, block_bytes: int | None = None,
                 o < 0 or s < 0 or o + s > d for o, s, d in zip(p.offsets, p.sizes, loc.shape)):
             raise ValuesError(f"{loc.file}: {loc.name}: a chunk at {list(p.offsets)} of "
                               f"{list(p.sizes)} does not fit the shape {list(loc.shape)}")
-    _check_ends(loc)
+    check_ends(loc)
     pieces = [_unwrap(p, loc, itemsize) if _wrapped(p, itemsize) else p for p in loc.pieces]
     if len(pieces) == 1 and pieces[0].sizes == loc.shape:
         yield from _stream(pieces[0], 0, loc.numel, dtype, itemsize, block, cancel)
@@ -151,7 +151,7 @@ def iter_raw(loc: TensorLoc, block_bytes: int | None = None,
             yield None, t
 
 
-def _check_ends(loc: TensorLoc) -> None:
+def check_ends(loc: TensorLoc) -> None:
     """Every piece inside its file, before any byte is read: a piece past the end of a sparse
     8 GiB file would otherwise be read up to the end before it fails."""
     sizes: dict[str, int] = {}

@@ -120,7 +120,7 @@ class ExportAction:
         layout = self.model.layout
         try:
             p = plan(self.model.checkpoint, Options(), layout.path)
-            if p.problems or p.left_out:
+            if not p.whole:
                 first = [x.line() for x in p.problems[:2]] + \
                     [f"{n}: {why}" for n, why in p.left_out[:2]]
                 self.notify(printable("Not exported: the checkpoint is damaged or unsafe. " +
